@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what tessera needs on a fresh Debian/Ubuntu machine (idempotent, quiet when all is there).
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build ccache pkg-config git python3 python3-pip unzip
+      libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+      libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libopenblas-dev
+      libpcre2-dev nlohmann-json3-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
