@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config git python3 python3-pip unzip
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-      libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libopenblas-dev
+      libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libopenblas-openmp-dev
       libpcre2-dev nlohmann-json3-dev)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,120 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <cblas.h>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr size_t kAlignment = 64;  // cache line; also what AVX-512 loads like
+
+void expect_f32(const Tensor& t) {
+  // The CPU backend computes in fp32 only; anything else is a programming error upstream.
+  if (t.dtype != DType::kF32) std::abort();
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) {
+  if (threads > 0) {
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+  }
+}
+
+absl::StatusOr<DeviceBuffer> CpuBackend::allocate(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes,
+                                                     " bytes (host memory free: ", free_memory(),
+                                                     " bytes)"));
+  }
+  return DeviceBuffer(this, p, bytes);
+}
+
+void CpuBackend::free(void* data) { std::free(data); }
+
+void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+
+size_t CpuBackend::free_memory() const {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+absl::Status CpuBackend::load_weight(const WeightSource& weights, std::string_view name,
+                                     const Tensor& dst) {
+  expect_f32(dst);
+  std::span<const int64_t> shape(dst.shape.data(), dst.rank);
+  return weights.read_f32(name, shape, std::span<float>(dst.as<float>(), dst.numel()));
+}
+
+void CpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {
+  expect_f32(dst);
+  std::memcpy(dst.data, src.data(), src.size_bytes());
+}
+
+void CpuBackend::embedding(const Tensor& table, const Tensor& out) {
+  cpu::embedding(table.as<float>(), table.dim(0), table.dim(1), batch_->token_ids.data(),
+                 batch_->num_tokens(), out.as<float>());
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+  cpu::rms_norm(x.as<float>(), w.as<float>(), x.dim(0), x.dim(1), eps, out.as<float>());
+}
+
+void CpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                              const Tensor& out) {
+  cpu::add_rms_norm(residual.as<float>(), x.as<float>(), w.as<float>(), x.dim(0), x.dim(1), eps,
+                    out.as<float>());
+}
+
+void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
+  expect_f32(out);
+  cpu::linear(x.as<float>(), w.as<float>(), x.dim(0), w.dim(0), w.dim(1), out.as<float>());
+}
+
+void CpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
+                                const KvLayerView& cache) {
+  cpu::rope_and_cache(qkv.as<float>(), inv_freq.as<float>(), *batch_, shape, cache.k.as<float>(),
+                      cache.v.as<float>());
+}
+
+void CpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
+                           float scale, const Tensor& out) {
+  cpu::attention(qkv.as<float>(), cache.k.as<float>(), cache.v.as<float>(), cache.block_size(),
+                 *batch_, shape, scale, out.as<float>());
+}
+
+void CpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
+  cpu::silu_mul(gate_up.as<float>(), gate_up.dim(0), out.dim(1), out.as<float>());
+}
+
+void CpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
+  const int64_t hidden = x.dim(1);
+  for (size_t i = 0; i < batch_->logits_rows.size(); ++i) {
+    std::memcpy(out.as<float>() + i * hidden, x.as<float>() + batch_->logits_rows[i] * hidden,
+                hidden * sizeof(float));
+  }
+}
+
+}  // namespace tessera

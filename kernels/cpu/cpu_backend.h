@@ -1,0 +1,45 @@
+// The CPU backend: fp32 weights, activations and KV cache in host memory; the reference that
+// every other backend is tested against.
+#pragma once
+
+#include <string>
+
+#include "runtime/backend.h"
+
+namespace tessera {
+
+class CpuBackend final : public Backend {
+ public:
+  // `threads` <= 0: use every available core.
+  explicit CpuBackend(int threads = 0);
+
+  std::string name() const override { return "cpu"; }
+  DType compute_dtype() const override { return DType::kF32; }
+
+  absl::StatusOr<DeviceBuffer> allocate(size_t bytes) override;
+  void free(void* data) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  size_t free_memory() const override;
+  absl::Status load_weight(const WeightSource& weights, std::string_view name,
+                           const Tensor& dst) override;
+  void upload_f32(std::span<const float> src, const Tensor& dst) override;
+
+  void begin_step(const StepBatch& batch) override { batch_ = &batch; }
+  void embedding(const Tensor& table, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                    const Tensor& out) override;
+  void linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  void rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
+                      const KvLayerView& cache) override;
+  void attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape, float scale,
+                 const Tensor& out) override;
+  void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void gather_logit_rows(const Tensor& x, const Tensor& out) override;
+  absl::Status synchronize() override { return absl::OkStatus(); }
+
+ private:
+  const StepBatch* batch_ = nullptr;  // the current step, owned by the caller
+};
+
+}  // namespace tessera

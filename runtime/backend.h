@@ -1,0 +1,97 @@
+// The Backend seam: every op the forward pass uses. CpuBackend (kernels/cpu) is the reference;
+// GpuBackend (kernels/*.cu) implements the same ops on CUDA and HIP. The forward pass is written
+// once against this interface (runtime/model/llama.cc).
+//
+// Layout conventions shared by every op:
+//   hidden states   [n_tokens, hidden]                         compute dtype
+//   fused qkv       [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim]: q heads, then k, then v
+//   KV cache layer  k and v each [num_blocks, block_size, n_kv_heads, head_dim]
+//   weights         [out_features, in_features] (HF layout); linear computes x @ w^T
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/model/weight_source.h"
+#include "runtime/step_batch.h"
+#include "runtime/tensor.h"
+
+namespace tessera {
+
+struct AttentionShape {
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t qkv_width() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
+};
+
+// One layer's paged cache, as views into the KV pool's memory.
+struct KvLayerView {
+  Tensor k;  // [num_blocks, block_size, n_kv_heads, head_dim]
+  Tensor v;  // [num_blocks, block_size, n_kv_heads, head_dim]
+  int32_t block_size() const { return static_cast<int32_t>(k.shape[1]); }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+  // The dtype weights, activations and the KV cache are held in (fp32 on CPU, bf16 on GPU).
+  virtual DType compute_dtype() const = 0;
+
+  // --- memory -----------------------------------------------------------------------------
+  virtual absl::StatusOr<DeviceBuffer> allocate(size_t bytes) = 0;
+  virtual void free(void* data) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // Bytes this backend can still allocate (for sizing the KV cache).
+  virtual size_t free_memory() const = 0;
+
+  // Reads `name` from `weights` into `dst` (compute dtype, shape `dst`'s), converting and
+  // dequantizing as needed. `dst` may be a row range of a fused weight.
+  virtual absl::Status load_weight(const WeightSource& weights, std::string_view name,
+                                   const Tensor& dst) = 0;
+  // Copies host fp32 values into `dst`, converting to dst's dtype.
+  virtual void upload_f32(std::span<const float> src, const Tensor& dst) = 0;
+
+  // --- the step ---------------------------------------------------------------------------
+  // Makes `batch` the current step: its metadata is what the ops below read.
+  virtual void begin_step(const StepBatch& batch) = 0;
+
+  // out[t] = table[token_ids[t]]                         table [vocab, hidden], out [n, hidden]
+  virtual void embedding(const Tensor& table, const Tensor& out) = 0;
+  // out = rms_norm(x) * w                                x, out [n, hidden]; w [hidden]
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
+  // residual += x; out = rms_norm(residual) * w          fused residual add
+  virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                            const Tensor& out) = 0;
+  // out[m, n] = x[m, k] @ w[n, k]^T (out may be fp32 while x and w are the compute dtype)
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
+  // Rotates the q and k parts of qkv in place (rotate-half RoPE at each token's position with
+  // inv_freq [head_dim / 2]), then writes k and v into the cache at the step's slot mapping.
+  virtual void rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
+                              const KvLayerView& cache) = 0;
+  // Causal attention of each sequence's new queries over its cached context (prefill chunks
+  // and decode tokens in one batch); GQA by head grouping.        out [n, n_heads * head_dim]
+  virtual void attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
+                         float scale, const Tensor& out) = 0;
+  // out = silu(gate_up[:, :I]) * gate_up[:, I:]           gate_up [n, 2I], out [n, I]
+  virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // out[i] = x[logits_rows[i]]                            x [n, hidden], out [n_logits, hidden]
+  virtual void gather_logit_rows(const Tensor& x, const Tensor& out) = 0;
+  // Waits for the step's work (a no-op on CPU).
+  virtual absl::Status synchronize() = 0;
+};
+
+inline void DeviceBuffer::reset() {
+  if (owner_ != nullptr && data_ != nullptr) owner_->free(data_);
+  owner_ = nullptr;
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+}  // namespace tessera

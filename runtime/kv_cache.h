@@ -1,0 +1,80 @@
+// The paged KV cache: per layer, K and V pools of fixed-size blocks; a block allocator with
+// refcounts (so prefix sharing can come later); and per-sequence block tables.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/backend.h"
+
+namespace tessera {
+
+class BlockAllocator {
+ public:
+  explicit BlockAllocator(int32_t num_blocks);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(refcount_.size()); }
+  int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
+  int32_t num_used() const { return num_blocks() - num_free(); }
+
+  // A free block with refcount 1, or nullopt when none is left.
+  std::optional<int32_t> allocate();
+  void retain(int32_t block);
+  // Drops one reference; the block is free again at zero.
+  void release(int32_t block);
+  int32_t refcount(int32_t block) const { return refcount_[block]; }
+
+ private:
+  std::vector<int32_t> refcount_;  // [num_blocks]
+  std::vector<int32_t> free_;      // stack of free block ids
+};
+
+// The blocks one sequence's tokens live in, in order.
+class BlockTable {
+ public:
+  // Grows the table to hold `num_tokens`; false (and no change) when blocks run out.
+  bool reserve(int32_t num_tokens, int32_t block_size, BlockAllocator& allocator);
+  // Gives every block back.
+  void release(BlockAllocator& allocator);
+  int32_t slot(int32_t position, int32_t block_size) const {
+    return blocks_[position / block_size] * block_size + position % block_size;
+  }
+  const std::vector<int32_t>& blocks() const { return blocks_; }
+  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+
+ private:
+  std::vector<int32_t> blocks_;
+};
+
+struct KvCacheShape {
+  int32_t num_layers = 0;
+  int32_t num_blocks = 0;
+  int32_t block_size = 16;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  // Bytes of one block across every layer, K and V, in `dtype`.
+  size_t bytes_per_block(DType dtype) const;
+};
+
+class KvCache {
+ public:
+  static absl::StatusOr<std::unique_ptr<KvCache>> create(Backend& backend, KvCacheShape shape);
+
+  const KvCacheShape& shape() const { return shape_; }
+  int32_t block_size() const { return shape_.block_size; }
+  KvLayerView layer(int32_t index) const;
+  BlockAllocator& allocator() { return allocator_; }
+  const BlockAllocator& allocator() const { return allocator_; }
+
+ private:
+  KvCache(KvCacheShape shape, DType dtype, DeviceBuffer pool);
+  KvCacheShape shape_;
+  DType dtype_;
+  DeviceBuffer pool_;  // [num_layers, 2 (k, v), num_blocks, block_size, n_kv_heads, head_dim]
+  BlockAllocator allocator_;
+};
+
+}  // namespace tessera

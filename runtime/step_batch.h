@@ -1,0 +1,40 @@
+// One engine step's flattened batch: the new tokens of every scheduled sequence (prefill chunks
+// and single decode tokens alike), where they sit in the paged KV cache, and whose logits are
+// wanted. Built on the host by the engine; a backend copies it to the device once per step.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace tessera {
+
+struct StepBatch {
+  // Per token: [n_tokens]
+  std::vector<int32_t> token_ids;
+  std::vector<int32_t> positions;     // absolute position in its sequence
+  std::vector<int32_t> slot_mapping;  // KV slot = block_id * block_size + offset in block
+
+  // Per sequence: [n_seqs + 1] and [n_seqs]
+  std::vector<int32_t> query_start;  // cumulative: sequence s owns tokens [qs[s], qs[s+1])
+  std::vector<int32_t> context_len;  // tokens in the cache for s once this step's are written
+
+  // [n_seqs, max_blocks] flattened; -1 past a sequence's last block
+  std::vector<int32_t> block_tables;
+  int32_t max_blocks = 0;
+
+  // Token rows whose logits are needed (one per sampling sequence): [n_logits]
+  std::vector<int32_t> logits_rows;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_seqs() const { return static_cast<int32_t>(context_len.size()); }
+  int32_t max_query_len() const {
+    int32_t m = 0;
+    for (size_t s = 0; s + 1 < query_start.size(); ++s)
+      m = std::max(m, query_start[s + 1] - query_start[s]);
+    return m;
+  }
+  void clear() { *this = StepBatch{}; }
+};
+
+}  // namespace tessera

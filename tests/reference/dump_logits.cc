@@ -1,0 +1,88 @@
+// Writes, as JSON, what tessera computes for each prompt: the prompt's token ids, the fp32
+// next-token logits after the whole prompt, and 64 greedy tokens (eos ignored). The comparison
+// script (compare_transformers.py) runs transformers on the same weights and compares.
+//
+//   dump_logits MODEL OUT.json PROMPT [PROMPT...]
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/model_instance.h"
+
+namespace {
+
+constexpr int kGreedyTokens = 64;
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "dump_logits: %s\n", what.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tessera;
+  if (argc < 4) return fail("usage: dump_logits MODEL OUT.json PROMPT [PROMPT...]");
+  InstanceOptions options;
+  options.engine.max_num_seqs = 1;
+  options.limits.max_logit_rows = 1;
+  options.kv_cache_bytes = 256 << 20;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto inst = ModelInstance::load(argv[1], options);
+  if (!inst.ok()) return fail(inst.status().ToString());
+  std::fprintf(stderr, "load %.2f s\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  ModelInstance& m = **inst;
+
+  nlohmann::json out = nlohmann::json::array();
+  for (int i = 3; i < argc; ++i) {
+    auto ids = m.tokenizer().encode(argv[i]);
+    if (!ids.ok()) return fail(ids.status().ToString());
+    // Logits of the whole prompt in one prefill step, straight from the forward pass.
+    BlockTable table;
+    if (!table.reserve(static_cast<int32_t>(ids->size()), m.cache().block_size(), m.cache().allocator())) {
+      return fail("prompt does not fit the KV cache");
+    }
+    StepBatch batch;
+    batch.query_start = {0, static_cast<int32_t>(ids->size())};
+    batch.context_len = {static_cast<int32_t>(ids->size())};
+    batch.block_tables = table.blocks();
+    batch.max_blocks = table.num_blocks();
+    for (int32_t p = 0; p < static_cast<int32_t>(ids->size()); ++p) {
+      batch.token_ids.push_back((*ids)[p]);
+      batch.positions.push_back(p);
+      batch.slot_mapping.push_back(table.slot(p, m.cache().block_size()));
+    }
+    batch.logits_rows = {static_cast<int32_t>(ids->size()) - 1};
+    std::vector<float> logits(m.config().vocab_size);
+    if (absl::Status s = m.model().forward(batch, m.cache(), logits); !s.ok()) return fail(s.ToString());
+    table.release(m.cache().allocator());
+
+    // Greedy continuation through the engine, the path users get.
+    auto request = std::make_shared<Request>();
+    request->prompt = *ids;
+    request->sampling.temperature = 0;
+    request->stop.max_tokens = kGreedyTokens;
+    request->stop.ignore_eos = true;
+    auto handle = m.engine().submit(request);
+    if (!handle.ok()) return fail(handle.status().ToString());
+    std::vector<int32_t> greedy;
+    RequestOutput o;
+    do {
+      while (!m.engine().step()) {}
+      while (auto next = handle->stream->try_next()) {
+        o = *std::move(next);
+        greedy.insert(greedy.end(), o.token_ids.begin(), o.token_ids.end());
+      }
+    } while (!o.finished);
+    std::fprintf(stderr, "prompt %zu tokens: ttft %.3f s, %d tokens in %.3f s\n", ids->size(),
+                 o.ttft_seconds, o.completion_tokens, o.total_seconds);
+    out.push_back({{"prompt", argv[i]}, {"ids", *ids}, {"logits", logits}, {"greedy", greedy}});
+  }
+  std::ofstream(argv[2]) << out.dump();
+  return 0;
+}

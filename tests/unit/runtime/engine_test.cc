@@ -1,0 +1,247 @@
+// The engine over a fake model: continuous batching, chunked prefill, preemption by recompute,
+// cancellation, deadlines, queue limits, stop conditions.
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/runtime/fake_model.h"
+
+namespace tessera {
+namespace {
+
+using testing::FakeModel;
+using testing::kFakeEos;
+
+struct Harness {
+  Harness(int32_t num_blocks, int32_t block_size, ForwardLimits limits, EngineConfig config = {},
+          int eos_modulus = 0, std::chrono::microseconds delay = {})
+      : tokenizer(testing::make_byte_tokenizer()),
+        model(limits, eos_modulus, delay),
+        cache(*KvCache::create(backend, testing::fake_cache_shape(num_blocks, block_size))),
+        engine(model, *cache, *tokenizer, config) {}
+
+  std::shared_ptr<Request> request(std::vector<int32_t> prompt, int32_t max_tokens) {
+    auto r = std::make_shared<Request>();
+    r->id = std::to_string(next_id++);
+    r->prompt = std::move(prompt);
+    r->sampling.temperature = 0;
+    r->stop.max_tokens = max_tokens;
+    return r;
+  }
+
+  // Drives the engine on this thread until every handle has finished; returns the outputs.
+  std::map<std::string, std::vector<RequestOutput>> drain(const std::vector<RequestHandle>& handles) {
+    std::map<std::string, std::vector<RequestOutput>> outs;
+    size_t done = 0;
+    for (int guard = 0; done < handles.size() && guard < 100000; ++guard) {
+      engine.step();
+      for (const RequestHandle& h : handles) {
+        while (auto o = h.stream->try_next()) {
+          if (o->finished) {
+            ++done;
+            finish_order.push_back(h.request->id);
+          }
+          outs[h.request->id].push_back(*std::move(o));
+        }
+      }
+    }
+    return outs;
+  }
+
+  CpuBackend backend{1};
+  std::unique_ptr<Tokenizer> tokenizer;
+  FakeModel model;
+  std::unique_ptr<KvCache> cache;
+  Engine engine;
+  int next_id = 0;
+  std::vector<std::string> finish_order;
+};
+
+std::vector<int32_t> prompt_of(int n, int seed) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back('a' + (i * 7 + seed) % 26);
+  return p;
+}
+
+// What greedy decoding with the fake model must produce, computed without any engine.
+std::vector<int32_t> expected_tokens(std::vector<int32_t> context, int max_tokens, int eos_modulus = 0) {
+  std::vector<int32_t> out;
+  while (static_cast<int>(out.size()) < max_tokens) {
+    const int32_t t = FakeModel::next_token(context, eos_modulus);
+    out.push_back(t);
+    context.push_back(t);
+    if (t == kFakeEos) break;
+  }
+  return out;
+}
+
+std::vector<int32_t> tokens_of(const std::vector<RequestOutput>& outs) {
+  std::vector<int32_t> t;
+  for (const auto& o : outs) t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
+  return t;
+}
+
+TEST(Engine, ConcurrentRequestsGetTheirOwnCorrectTokens) {
+  Harness h(256, 4, ForwardLimits{64, 32});
+  std::vector<RequestHandle> handles;
+  std::map<std::string, std::vector<int32_t>> want;
+  for (int i = 0; i < 40; ++i) {
+    auto r = h.request(prompt_of(1 + i * 3 % 50, i), 1 + i % 17);
+    want[r->id] = expected_tokens(r->prompt, r->stop.max_tokens);
+    handles.push_back(*h.engine.submit(r));
+  }
+  auto outs = h.drain(handles);
+  ASSERT_EQ(outs.size(), handles.size());
+  for (auto& [id, o] : outs) {
+    EXPECT_EQ(tokens_of(o), want[id]) << "request " << id;
+    EXPECT_EQ(o.back().finish_reason, FinishReason::kLength);
+    EXPECT_EQ(o.back().completion_tokens, static_cast<int>(want[id].size()));
+    std::string text;
+    for (const auto& piece : o) text += piece.text;
+    EXPECT_EQ(text, std::string(want[id].begin(), want[id].end()));
+  }
+  EXPECT_LE(h.model.max_tokens_seen, 64);  // the token budget holds
+  EXPECT_EQ(h.cache->allocator().num_used(), 0);
+  EXPECT_TRUE(h.engine.idle());
+}
+
+TEST(Engine, ShortRequestAfterLongOneFinishesFirst) {
+  Harness h(256, 16, ForwardLimits{32, 8});
+  auto long_req = h.request(prompt_of(200, 1), 50);
+  auto short_req = h.request(prompt_of(5, 2), 3);
+  std::vector<RequestHandle> handles = {*h.engine.submit(long_req)};
+  h.engine.step();  // the long one is admitted and starts prefilling in chunks
+  handles.push_back(*h.engine.submit(short_req));
+  h.drain(handles);
+  ASSERT_EQ(h.finish_order.size(), 2u);
+  EXPECT_EQ(h.finish_order[0], short_req->id);
+}
+
+TEST(Engine, PreemptionUnderMemoryPressureKeepsOutputsCorrect) {
+  // 24 blocks of 4 tokens: far less than 16 sequences of up to 60 tokens need at once.
+  Harness h(24, 4, ForwardLimits{64, 16});
+  std::vector<RequestHandle> handles;
+  std::map<std::string, std::vector<int32_t>> want;
+  for (int i = 0; i < 16; ++i) {
+    auto r = h.request(prompt_of(10 + i, i), 40);
+    want[r->id] = expected_tokens(r->prompt, 40);
+    handles.push_back(*h.engine.submit(r));
+  }
+  auto outs = h.drain(handles);
+  EXPECT_GT(h.engine.stats().preemptions_total.load(), 0);
+  for (auto& [id, o] : outs) EXPECT_EQ(tokens_of(o), want[id]) << "request " << id;
+  EXPECT_EQ(h.cache->allocator().num_used(), 0);
+}
+
+TEST(Engine, CancelledRequestsFreeTheirBlocks) {
+  Harness h(512, 4, ForwardLimits{128, 64});
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < 100; ++i) handles.push_back(*h.engine.submit(h.request(prompt_of(8, i), 200)));
+  for (int i = 0; i < 5; ++i) h.engine.step();
+  EXPECT_GT(h.cache->allocator().num_used(), 0);
+  for (auto& handle : handles) handle.cancel();
+  auto outs = h.drain(handles);
+  for (auto& [id, o] : outs) {
+    EXPECT_EQ(o.back().finish_reason, FinishReason::kCancelled);
+    EXPECT_EQ(o.back().status.code(), absl::StatusCode::kCancelled);
+  }
+  EXPECT_EQ(h.cache->allocator().num_used(), 0);
+  EXPECT_TRUE(h.engine.idle());
+}
+
+TEST(Engine, DeadlineEndsTheRequestWithDeadlineExceeded) {
+  Harness h(64, 4, ForwardLimits{32, 8});
+  auto r = h.request(prompt_of(4, 0), 200);
+  r->deadline = Clock::now() + std::chrono::milliseconds(5);
+  auto handle = *h.engine.submit(r);
+  h.engine.step();
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto outs = h.drain({handle});
+  const RequestOutput& last = outs[r->id].back();
+  EXPECT_EQ(last.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(last.completion_tokens, 200);
+  EXPECT_EQ(h.cache->allocator().num_used(), 0);
+}
+
+TEST(Engine, RejectsWhatCanNeverFitAndAFullQueue) {
+  EngineConfig config;
+  config.max_queue = 2;
+  config.max_model_len = 100;
+  Harness h(10, 4, ForwardLimits{32, 8}, config);
+  auto too_long = h.engine.submit(h.request(prompt_of(90, 0), 20));
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(too_long.status().message().find("100"), absl::string_view::npos);
+  auto too_big_for_cache = h.engine.submit(h.request(prompt_of(30, 0), 20));  // 50 > 40 slots
+  EXPECT_EQ(too_big_for_cache.status().code(), absl::StatusCode::kOutOfRange);
+  auto bad_token = h.engine.submit(h.request({5000}, 1));
+  EXPECT_EQ(bad_token.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(h.engine.submit(h.request({}, 1)).status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(h.engine.submit(h.request(prompt_of(3, 0), 1)).ok());
+  ASSERT_TRUE(h.engine.submit(h.request(prompt_of(3, 1), 1)).ok());
+  auto full = h.engine.submit(h.request(prompt_of(3, 2), 1));
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.status().message().find("2"), absl::string_view::npos);
+  h.engine.stop_admitting();
+  EXPECT_EQ(h.engine.submit(h.request(prompt_of(3, 3), 1)).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(Engine, StopsOnEosStopTokensAndStopStrings) {
+  const int eos_mod = 7;
+  Harness h(256, 4, ForwardLimits{64, 16}, {}, eos_mod);
+  // Find a prompt whose greedy continuation hits <eos> within 30 tokens.
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> want;
+  for (int seed = 0; seed < 100; ++seed) {
+    prompt = prompt_of(6, seed);
+    want = expected_tokens(prompt, 30, eos_mod);
+    if (want.back() == kFakeEos && want.size() > 3) break;
+  }
+  ASSERT_EQ(want.back(), kFakeEos);
+  auto eos = h.request(prompt, 30);
+  auto ignore = h.request(prompt, 30);
+  ignore->stop.ignore_eos = true;
+  auto min_tokens = h.request(prompt, 30);
+  min_tokens->stop.min_tokens = static_cast<int32_t>(want.size()) + 2;
+  auto stop_id = h.request(prompt, 30);
+  stop_id->stop.stop_token_ids = {want[1]};
+  auto stop_str = h.request(prompt, 30);
+  stop_str->stop.stop_strings = {std::string(1, static_cast<char>(want[2]))};
+  auto outs = h.drain({*h.engine.submit(eos), *h.engine.submit(ignore), *h.engine.submit(min_tokens),
+                       *h.engine.submit(stop_id), *h.engine.submit(stop_str)});
+  EXPECT_EQ(outs[eos->id].back().finish_reason, FinishReason::kEos);
+  EXPECT_EQ(tokens_of(outs[eos->id]), want);
+  EXPECT_EQ(outs[ignore->id].back().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(outs[ignore->id].back().completion_tokens, 30);
+  EXPECT_GT(outs[min_tokens->id].back().completion_tokens, static_cast<int>(want.size()));
+  EXPECT_EQ(outs[stop_id->id].back().finish_reason, FinishReason::kStop);
+  EXPECT_EQ(outs[stop_id->id].back().completion_tokens, 2);
+  EXPECT_EQ(outs[stop_str->id].back().finish_reason, FinishReason::kStop);
+  std::string text;
+  for (const auto& o : outs[stop_str->id]) text += o.text;
+  EXPECT_EQ(text, std::string(want.begin(), want.begin() + 2));
+}
+
+TEST(Engine, BackgroundThreadServesAndShutdownFailsTheRest) {
+  Harness h(256, 4, ForwardLimits{64, 16}, {}, 0, std::chrono::microseconds(200));
+  h.engine.start();
+  auto quick = *h.engine.submit(h.request(prompt_of(5, 1), 5));
+  RequestOutput o;
+  std::vector<int32_t> got;
+  do {
+    o = quick.stream->next();
+    got.insert(got.end(), o.token_ids.begin(), o.token_ids.end());
+  } while (!o.finished);
+  EXPECT_EQ(got, expected_tokens(prompt_of(5, 1), 5));
+  auto slow = *h.engine.submit(h.request(prompt_of(5, 2), 100000 / 1000));
+  h.engine.shutdown(absl::UnavailableError("shutting down"));
+  do o = slow.stream->next(); while (!o.finished);
+  EXPECT_TRUE(o.status.ok() || o.status.code() == absl::StatusCode::kUnavailable);
+  EXPECT_EQ(h.cache->allocator().num_used(), 0);
+}
+
+}  // namespace
+}  // namespace tessera

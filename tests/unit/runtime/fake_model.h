@@ -1,0 +1,91 @@
+// Test doubles for the engine: a byte-level tokenizer with one <eos> control token, and a model
+// that does no neural work but really uses the paged KV cache. It writes each token id into its
+// slot and predicts the next token from the ids it reads back through the sequence's block
+// table, so wrong slots, stale blocks or a broken recompute after preemption change the output.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model/forward_model.h"
+#include "runtime/tokenizer/byte_level.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace tessera::testing {
+
+inline constexpr int32_t kFakeVocab = 257;  // 256 byte tokens + <eos>
+inline constexpr int32_t kFakeEos = 256;
+
+inline std::unique_ptr<Tokenizer> make_byte_tokenizer() {
+  Vocab v;
+  v.pre = "gpt2";
+  for (int b = 0; b < 256; ++b) {
+    v.tokens.push_back(byte_level_encode(std::string(1, static_cast<char>(b))));
+    v.types.push_back(TokenType::kNormal);
+  }
+  v.tokens.push_back("<eos>");
+  v.types.push_back(TokenType::kControl);
+  v.eos_id = kFakeEos;
+  v.stop_ids = {kFakeEos};
+  return *Tokenizer::create(std::move(v));
+}
+
+// Next token of a context: a hash of every token id in it, mapped to printable ASCII, except
+// that a context whose hash hits `eos_modulus` ends (when eos_modulus > 0).
+class FakeModel final : public ForwardModel {
+ public:
+  explicit FakeModel(ForwardLimits limits, int eos_modulus = 0, std::chrono::microseconds delay = {})
+      : limits_(limits), eos_modulus_(eos_modulus), delay_(delay) {}
+
+  int64_t vocab_size() const override { return kFakeVocab; }
+  const ForwardLimits& limits() const override { return limits_; }
+
+  static int32_t next_token(const std::vector<int32_t>& context, int eos_modulus) {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t t : context) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+    if (eos_modulus > 0 && h % eos_modulus == 0) return kFakeEos;
+    return 'a' + static_cast<int32_t>(h % 26);
+  }
+
+  absl::Status forward(const StepBatch& batch, const KvCache& cache,
+                       std::span<float> logits) override {
+    ++steps;
+    max_tokens_seen = std::max(max_tokens_seen, batch.num_tokens());
+    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    float* k = cache.layer(0).k.as<float>();  // [blocks, block_size, 1, 1]
+    const int32_t bs = cache.block_size();
+    for (int32_t t = 0; t < batch.num_tokens(); ++t) k[batch.slot_mapping[t]] = static_cast<float>(batch.token_ids[t]);
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    size_t row = 0;
+    for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+      const int32_t last = batch.query_start[s + 1] - 1;
+      if (row < batch.logits_rows.size() && batch.logits_rows[row] == last) {
+        std::vector<int32_t> context;
+        for (int32_t pos = 0; pos < batch.context_len[s]; ++pos) {
+          const int32_t block = batch.block_tables[s * batch.max_blocks + pos / bs];
+          context.push_back(static_cast<int32_t>(k[block * bs + pos % bs]));
+        }
+        logits[row * kFakeVocab + next_token(context, eos_modulus_)] = 10.0f;
+        ++row;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  int steps = 0;
+  int32_t max_tokens_seen = 0;
+
+ private:
+  ForwardLimits limits_;
+  int eos_modulus_;
+  std::chrono::microseconds delay_;
+};
+
+inline KvCacheShape fake_cache_shape(int32_t num_blocks, int32_t block_size) {
+  return KvCacheShape{1, num_blocks, block_size, 1, 1};
+}
+
+}  // namespace tessera::testing
