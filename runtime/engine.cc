@@ -132,6 +132,9 @@ void Engine::finish(Sequence* seq, FinishReason reason, absl::Status status, Req
   out.queue_seconds = seq->first_scheduled ? seconds_between(arrival, *seq->first_scheduled) : 0;
   out.ttft_seconds = seq->first_token ? seconds_between(arrival, *seq->first_token) : 0;
   out.total_seconds = seconds_between(arrival, now);
+  observer_->on_finish(FinishReport{reason, out.status.code(), out.prompt_tokens,
+                                    out.completion_tokens, out.queue_seconds, out.ttft_seconds,
+                                    out.total_seconds});
   seq->stream->push(std::move(out));
 
   seq->blocks.release(cache_.allocator());
@@ -208,6 +211,7 @@ bool Engine::step() {
   queued_ -= static_cast<int64_t>(decision.admitted.size()) - static_cast<int64_t>(decision.preempted.size());
   stats_.preemptions_total += static_cast<int64_t>(decision.preempted.size());
   for (Sequence* seq : decision.preempted) {
+    observer_->on_preemption();
     spdlog::debug("request {}: preempted (recompute), {} tokens", seq->request->id, seq->tokens.size());
   }
   const std::vector<ScheduledChunk> chunks = step_scheduler_.schedule(running_, batch_);
@@ -230,8 +234,12 @@ bool Engine::step() {
 
   size_t row = 0;
   const Clock::time_point now = Clock::now();
+  StepReport report;
+  report.num_seqs = static_cast<int32_t>(chunks.size());
+  report.num_tokens = batch_.num_tokens();
   for (const ScheduledChunk& c : chunks) {
     Sequence* seq = c.seq;
+    (c.seq->prefilling() ? report.prefill_tokens : report.decode_tokens) += c.num_tokens;
     if (!seq->first_scheduled) {
       seq->first_scheduled = start;
       stats_.prompt_tokens_total += seq->prompt_len;
@@ -240,7 +248,13 @@ bool Engine::step() {
     if (!c.samples) continue;
     std::span<float> row_logits = logits.subspan(row++ * model_.vocab_size(), model_.vocab_size());
     const SampleResult sample = seq->sampler.sample(row_logits);
-    if (!seq->first_token) seq->first_token = now;
+    if (!seq->first_token) {
+      seq->first_token = now;
+      observer_->on_first_token(seconds_between(seq->request->arrival, now));
+    } else {
+      observer_->on_inter_token(seconds_between(seq->last_token, now));
+    }
+    seq->last_token = now;
     ++stats_.generation_tokens_total;
     RequestOutput out;
     FinishReason reason = FinishReason::kNone;
@@ -251,6 +265,8 @@ bool Engine::step() {
     }
   }
   ++stats_.steps_total;
+  report.seconds = seconds_between(start, Clock::now());
+  observer_->on_step(report);
   publish_stats();
   return true;
 }

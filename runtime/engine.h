@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/engine_observer.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model/forward_model.h"
 #include "runtime/request.h"
@@ -66,6 +67,9 @@ class Engine {
   bool step();
 
   const EngineStats& stats() const { return stats_; }
+  // Reports steps, token latencies and finished requests to `observer` (not owned; set before
+  // start()).
+  void set_observer(EngineObserver* observer) { observer_ = observer; }
   const EngineConfig& config() const { return config_; }
 
  private:
@@ -86,6 +90,8 @@ class Engine {
   CapacityScheduler capacity_;
   StepScheduler step_scheduler_;
   EngineStats stats_;
+  EngineObserver default_observer_;
+  EngineObserver* observer_ = &default_observer_;
 
   // Shared with submitters.
   mutable std::mutex mu_;

@@ -39,6 +39,7 @@ struct Sequence {
   int32_t preemptions = 0;
   std::optional<Clock::time_point> first_scheduled;
   std::optional<Clock::time_point> first_token;
+  Clock::time_point last_token;  // when the latest token was sampled
 
   int32_t generated() const { return static_cast<int32_t>(tokens.size()) - prompt_len; }
   // Tokens still to run through the model before the next sample (1 while decoding).

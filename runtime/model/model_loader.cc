@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/model/gguf_file.h"
+#include "runtime/model/gguf_weights.h"
 #include "runtime/status_macros.h"
 
 namespace tessera {
@@ -26,8 +26,10 @@ absl::StatusOr<ModelFiles> ModelFiles::open(const std::string& path) {
   if (std::filesystem::is_directory(path)) {
     TESSERA_ASSIGN_OR_RETURN(vocab, vocab_from_hf_dir(path));
   } else {
-    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::open(path));
-    TESSERA_ASSIGN_OR_RETURN(vocab, vocab_from_gguf(*gguf));
+    // open_weights opened the file as GGUF: its metadata holds the vocab.
+    const auto* gguf = dynamic_cast<const GgufWeights*>(files.weights_.get());
+    if (gguf == nullptr) return absl::InternalError(absl::StrCat(path, ": expected GGUF weights"));
+    TESSERA_ASSIGN_OR_RETURN(vocab, vocab_from_gguf(gguf->gguf()));
   }
   if (static_cast<int64_t>(vocab.tokens.size()) > config.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": the tokenizer has ", vocab.tokens.size(),

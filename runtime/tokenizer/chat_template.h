@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "absl/status/statusor.h"
 
 namespace tessera {
@@ -28,8 +30,18 @@ class ChatTemplate {
   static absl::StatusOr<ChatTemplate> parse(std::string_view source);
 
   // Renders the conversation; raise_exception() in the template becomes an error with its text.
+  // Like transformers, the template sees `messages` (dicts with role and content),
+  // `add_generation_prompt`, `bos_token`, `eos_token`, and `tools`/`documents` set to none.
   absl::StatusOr<std::string> render(std::span<const ChatMessage> messages,
                                      const ChatTemplateOptions& options) const;
+
+  // The same, with extra template variables: each member of the JSON object `extra_context`
+  // becomes a variable and replaces one of the above of the same name (e.g. "tools",
+  // "date_string", or a richer "messages" array with tool_calls). ordered_json keeps the
+  // caller's key order, which tojson output shows (a plain nlohmann::json converts, sorted).
+  absl::StatusOr<std::string> render(std::span<const ChatMessage> messages,
+                                     const ChatTemplateOptions& options,
+                                     const nlohmann::ordered_json& extra_context) const;
 
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;

@@ -32,6 +32,9 @@ struct Vocab {
   std::vector<std::string> tokens;  // byte-level encoded strings (GPT-2 byte-to-unicode map)
   std::vector<TokenType> types;     // same length as tokens
   std::vector<std::string> merges;  // "left right", highest priority first
+  // HF BPE's ignore_merges: a pre-token that is itself in the vocab is one token, unmerged
+  // (Llama-3). Named presets that need it set it on their own.
+  bool ignore_merges = false;
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t pad_id = -1;
@@ -41,6 +44,11 @@ struct Vocab {
   bool add_eos = false;
   std::string chat_template;  // Jinja source; empty when the model has none
 };
+
+// Adds to v.stop_ids the control tokens that end a turn in the chat formats tessera knows
+// (<|eot_id|>, <|eom_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>), keeping the list
+// sorted and unique. Both loaders call it, so GGUF and HF directories stop alike.
+void add_end_of_turn_stop_ids(Vocab& v);
 
 // From the tokenizer.* keys of an opened GGUF file's metadata (see gguf_file.h).
 class GgufFile;

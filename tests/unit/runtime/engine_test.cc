@@ -225,6 +225,37 @@ TEST(Engine, StopsOnEosStopTokensAndStopStrings) {
   EXPECT_EQ(text, std::string(want.begin(), want.begin() + 2));
 }
 
+struct CountingObserver : EngineObserver {
+  void on_step(const StepReport& s) override {
+    ++steps;
+    tokens += s.num_tokens;
+    EXPECT_EQ(s.num_tokens, s.prefill_tokens + s.decode_tokens);
+  }
+  void on_first_token(double ttft) override { ++first_tokens; }
+  void on_inter_token(double seconds) override { ++inter_tokens; }
+  void on_finish(const FinishReport& r) override {
+    ++finished;
+    completion_tokens += r.completion_tokens;
+    EXPECT_GE(r.total_seconds, r.ttft_seconds);
+  }
+  int steps = 0, tokens = 0, first_tokens = 0, inter_tokens = 0, finished = 0, completion_tokens = 0;
+};
+
+TEST(Engine, ObserverSeesStepsTokensAndFinishes) {
+  Harness h(256, 4, ForwardLimits{64, 16});
+  CountingObserver observer;
+  h.engine.set_observer(&observer);
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < 6; ++i) handles.push_back(*h.engine.submit(h.request(prompt_of(5 + i, i), 4 + i)));
+  h.drain(handles);
+  EXPECT_EQ(observer.finished, 6);
+  EXPECT_EQ(observer.first_tokens, 6);
+  EXPECT_EQ(observer.completion_tokens, 4 + 5 + 6 + 7 + 8 + 9);
+  EXPECT_EQ(observer.inter_tokens, observer.completion_tokens - 6);
+  EXPECT_EQ(observer.steps, h.engine.stats().steps_total.load());
+  EXPECT_EQ(observer.tokens, (5 + 6 + 7 + 8 + 9 + 10) + observer.completion_tokens - 6);
+}
+
 TEST(Engine, BackgroundThreadServesAndShutdownFailsTheRest) {
   Harness h(256, 4, ForwardLimits{64, 16}, {}, 0, std::chrono::microseconds(200));
   h.engine.start();

@@ -1,0 +1,25 @@
+// Conversion of stored tensor elements (plain, GGML block-quantized) to fp32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/model/dtype.h"
+
+namespace tessera {
+
+// Bytes that `n_elements` of `type` occupy. Errors: unknown type, negative count, count not a
+// multiple of the type's block size, or overflow.
+absl::StatusOr<size_t> dtype_nbytes(DType type, int64_t n_elements);
+
+// Converts `out.size()` elements stored as `type` in `src` to fp32.
+// `src` must hold exactly dtype_nbytes(type, out.size()) bytes (it may be unaligned); errors name
+// the type and the sizes, or say that the type is not dequantizable by this build (see
+// DTypeTraits::dequantizable). Blocks are independent, so a row of a quantized matrix (whose length
+// is a multiple of the block size) can be converted on its own.
+absl::Status dequantize_f32(DType type, std::span<const uint8_t> src, std::span<float> out);
+
+}  // namespace tessera

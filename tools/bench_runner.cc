@@ -1,0 +1,186 @@
+#include "tools/bench_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/client_callback.h"
+#include "tools/server_connection.h"
+
+namespace tessera::cli {
+
+// One GenerateStream call. Its callbacks run on gRPC threads, one at a time; it touches the
+// runner only through finish() and the atomic token counter.
+class BenchRunner::Call : public grpc::ClientReadReactor<v1::GenerateStreamChunk> {
+ public:
+  Call(BenchRunner& runner, const BenchRequest& request, size_t index)
+      : runner_(runner), request_(request.request) {
+    record_.workload_index = index;
+    record_.expected_output_tokens = request.output_len;
+    if (runner.options_.timeout_seconds > 0) set_deadline_after(context_, runner.options_.timeout_seconds);
+  }
+
+  void start() {
+    start_ = Clock::now();
+    record_.start_seconds = std::chrono::duration<double>(start_ - runner_.start_).count();
+    runner_.connection_.generation().async()->GenerateStream(&context_, &request_, this);
+    StartRead(&chunk_);
+    StartCall();
+  }
+
+  void cancel() { context_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended; OnDone follows
+    if (const int n = chunk_.token_ids_size(); n > 0) {
+      const Clock::time_point now = Clock::now();
+      if (record_.output_tokens == 0) {
+        record_.ttft_seconds = std::chrono::duration<double>(now - start_).count();
+      } else {
+        record_.itl_seconds.push_back(std::chrono::duration<double>(now - last_chunk_).count());
+      }
+      last_chunk_ = now;
+      record_.output_tokens += n;
+      runner_.output_tokens_.fetch_add(n, std::memory_order_relaxed);
+    }
+    if (chunk_.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      record_.finish_reason = chunk_.finish_reason();
+      record_.prompt_tokens = chunk_.usage().prompt_tokens();
+    }
+    StartRead(&chunk_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    record_.latency_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    record_.code = status.error_code();
+    if (!status.ok()) record_.error = status.error_message();
+    // May destroy this object: nothing may follow.
+    runner_.finish(this, std::move(record_));
+  }
+
+ private:
+  BenchRunner& runner_;
+  const v1::GenerateRequest& request_;
+  grpc::ClientContext context_;
+  v1::GenerateStreamChunk chunk_;
+  Clock::time_point start_;
+  Clock::time_point last_chunk_;
+  RequestRecord record_;
+};
+
+namespace {
+
+// gRPC 1.51 as Debian builds it serves the callback API from one process-wide completion queue,
+// reference-counted by the channels that used it; when the last of them is destroyed it tears
+// the queue down while the queue's own polling threads may still be in it, and aborts
+// ("assertion failed: prior > 0" in grpc_cq_internal_unref). Keeping the first channel that took
+// a reference for the life of the process keeps that teardown from ever running.
+void keep_callback_queue_alive(const std::shared_ptr<grpc::Channel>& channel) {
+  static std::once_flag once;
+  std::call_once(once, [&channel] { new std::shared_ptr<grpc::Channel>(channel); });
+}
+
+}  // namespace
+
+BenchRunner::BenchRunner(ServerConnection& connection, RunnerOptions options)
+    : connection_(connection), options_(options) {}
+
+BenchRunner::~BenchRunner() = default;
+
+RunResult BenchRunner::run(const std::vector<BenchRequest>& workload) {
+  RunResult result;
+  if (workload.empty()) return result;
+  const bool open_loop = std::isfinite(options_.request_rate);
+  const bool timed = options_.duration_seconds > 0;
+  PoissonArrivals arrivals(options_.request_rate, options_.seed);
+
+  std::unique_lock<std::mutex> lock(mu_);
+  start_ = Clock::now();
+  last_done_ = start_;
+  started_.store(true);
+  const Clock::time_point end =
+      start_ + std::chrono::duration_cast<Clock::duration>(
+                   std::chrono::duration<double>(timed ? options_.duration_seconds : 0));
+  // Waits until `ready` holds, or until `until` / the end of a timed run, whichever is first.
+  auto wait = [&](auto ready, std::optional<Clock::time_point> until) {
+    if (timed) until = until ? std::min(*until, end) : end;
+    if (until) {
+      cv_.wait_until(lock, *until, ready);
+    } else {
+      cv_.wait(lock, ready);
+    }
+  };
+  Clock::time_point next_arrival = start_;
+  for (size_t i = 0;; ++i) {
+    if (stopping_) break;
+    if (options_.num_requests > 0 && i >= options_.num_requests) break;
+    if (open_loop) {
+      next_arrival += std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(arrivals.next_gap_seconds()));
+      wait([this] { return stopping_; }, next_arrival);
+    }
+    if (options_.concurrency > 0) {
+      const size_t limit = static_cast<size_t>(options_.concurrency);
+      wait([this, limit] { return stopping_ || in_flight_.size() < limit; }, std::nullopt);
+    }
+    if (stopping_ || (timed && Clock::now() >= end)) break;
+    const size_t index = i % workload.size();
+    auto call = std::make_shared<Call>(*this, workload[index], index);
+    in_flight_.emplace(call.get(), call);
+    sent_.fetch_add(1);
+    lock.unlock();
+    call->start();  // the channel has taken its reference on the callback queue by now
+    keep_callback_queue_alive(connection_.channel());
+    call.reset();  // only after start() returned: the call may be over already
+    lock.lock();
+  }
+  cv_.wait(lock, [this] { return in_flight_.empty(); });
+  result.records = std::move(records_);
+  result.duration_seconds = std::chrono::duration<double>(last_done_ - start_).count();
+  result.stopped = stopping_;
+  return result;
+}
+
+void BenchRunner::finish(Call* call, RequestRecord record) {
+  std::shared_ptr<Call> self;  // released last, after the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  (record.code == grpc::StatusCode::OK ? succeeded_ : failed_).fetch_add(1);
+  records_.push_back(std::move(record));
+  last_done_ = Clock::now();
+  auto it = in_flight_.find(call);
+  self = std::move(it->second);
+  in_flight_.erase(it);
+  // Under the lock: run() may return, and destroy this runner, as soon as it is released.
+  cv_.notify_all();
+}
+
+RunProgress BenchRunner::progress() const {
+  RunProgress p;
+  // Order matters: read the finished counts before `sent`, so in_flight never goes negative.
+  p.succeeded = succeeded_.load();
+  p.failed = failed_.load();
+  p.sent = sent_.load();
+  p.in_flight = p.sent - std::min(p.sent, p.succeeded + p.failed);
+  p.output_tokens = output_tokens_.load(std::memory_order_relaxed);
+  if (started_.load()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+  }
+  return p;
+}
+
+void BenchRunner::stop() {
+  std::vector<std::shared_ptr<Call>> running;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (auto& [ptr, call] : in_flight_) running.push_back(call);
+    cv_.notify_all();
+  }
+  // Outside the lock: a cancelled call may finish on this very thread.
+  for (auto& call : running) call->cancel();
+}
+
+}  // namespace tessera::cli

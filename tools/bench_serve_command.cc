@@ -1,0 +1,153 @@
+// tessera bench serve: load-tests a running tesserad (see bench_options.cc for the flags).
+// Asks the server for the model's vocabulary and length limit, synthesizes the workload, runs
+// it with a progress bar on stderr, then prints the report on stdout (and writes --json).
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "tools/bench_options.h"
+#include "tools/bench_report.h"
+#include "tools/bench_runner.h"
+#include "tools/bench_workload.h"
+#include "tools/command_support.h"
+#include "tools/commands.h"
+#include "tools/interrupt.h"
+#include "tools/progress_bar.h"
+#include "tools/server_connection.h"
+
+namespace tessera::cli {
+
+namespace {
+
+constexpr char kCommand[] = "bench serve";
+constexpr double kSetupCallTimeoutSeconds = 30;
+constexpr int kExitRequestsFailed = 3;
+
+absl::StatusOr<v1::ModelInfo> model_info(ServerConnection& connection, const std::string& model) {
+  grpc::ClientContext context;
+  set_deadline_after(context, kSetupCallTimeoutSeconds);
+  v1::GetModelInfoRequest request;
+  request.set_model(model);
+  v1::ModelInfo info;
+  const grpc::Status status = connection.generation().GetModelInfo(&context, request, &info);
+  if (absl::Status s = connection.check(status); !s.ok()) return s;
+  return info;
+}
+
+TokenCounter server_token_counter(ServerConnection& connection, const std::string& model) {
+  return [&connection, model](const std::string& text) -> absl::StatusOr<int32_t> {
+    grpc::ClientContext context;
+    set_deadline_after(context, kSetupCallTimeoutSeconds);
+    v1::TokenizeRequest request;
+    request.set_model(model);
+    request.set_text(text);
+    request.set_add_special_tokens(true);  // as a prompt is tokenized for generation
+    v1::TokenizeResponse response;
+    const grpc::Status status = connection.generation().Tokenize(&context, request, &response);
+    if (absl::Status s = connection.check(status); !s.ok()) return s;
+    return response.token_ids_size();
+  };
+}
+
+// Every request must fit the model's context: better said now than as 100 OUT_OF_RANGE errors.
+absl::Status check_lengths(const std::vector<BenchRequest>& workload, int64_t max_model_len) {
+  if (max_model_len <= 0) return absl::OkStatus();
+  for (const BenchRequest& r : workload) {
+    if (r.prompt_len + r.output_len > max_model_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a request of ", r.prompt_len, " prompt + ", r.output_len,
+          " output tokens exceeds the model's max length of ", max_model_len,
+          " tokens; lower --prompt-len or --output-len"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int bench_serve_command(int argc, char** argv) {
+  auto args = Args::parse(argc, argv, merge_flags({bench_serve_value_flags(), connection_value_flags()}),
+                          merge_flags({{"help"}, connection_bool_flags()}));
+  if (!args.ok()) return report_error(kCommand, args.status(), kExitUsage);
+  if (args->has("help")) return print_usage(absl::StrCat(bench_serve_usage(), connection_flags_usage()));
+  if (!args->positional().empty()) {
+    return report_error(kCommand, absl::InvalidArgumentError("bench serve takes no arguments"), kExitUsage);
+  }
+  auto options = read_bench_serve_flags(*args);
+  if (!options.ok()) return report_error(kCommand, options.status(), kExitUsage);
+  auto connection = ServerConnection::open(options->connection);
+  if (!connection.ok()) return report_error(kCommand, connection.status());
+  ServerConnection& server = **connection;
+
+  auto info = model_info(server, options->model);
+  if (!info.ok()) return report_error(kCommand, info.status());
+  WorkloadOptions workload_options;
+  workload_options.prompt_len = options->prompt_len;
+  workload_options.output_len = options->output_len;
+  workload_options.prompt_kind = options->prompt_kind;
+  workload_options.count = options->workload_size;
+  workload_options.vocab_size = info->vocab_size();
+  workload_options.model = options->model;
+  workload_options.seed = options->seed;
+  auto workload = build_workload(workload_options, server_token_counter(server, options->model));
+  if (!workload.ok()) return report_error(kCommand, workload.status());
+  if (absl::Status s = check_lengths(*workload, info->max_model_len()); !s.ok()) {
+    return report_error(kCommand, s);
+  }
+
+  BenchSetup setup;
+  setup.server = server.address();
+  setup.model = info->id();
+  setup.mode = describe_mode(options->runner);
+  setup.concurrency = options->runner.concurrency;
+  setup.request_rate = options->runner.request_rate;
+  setup.prompt_len = options->prompt_len.to_string();
+  setup.output_len = options->output_len.to_string();
+  setup.prompt_kind = options->prompt_kind == PromptKind::kTokenIds ? "token-ids" : "words";
+  setup.seed = options->seed;
+  std::fprintf(stderr, "bench serve: %s at %s, %s, prompt %s / output %s tokens\n",
+               setup.model.c_str(), setup.server.c_str(), setup.mode.c_str(),
+               setup.prompt_len.c_str(), setup.output_len.c_str());
+
+  BenchRunner runner(server, options->runner);
+  RunResult result;
+  {
+    ProgressBar progress([&runner] { return runner.progress(); }, options->runner.num_requests,
+                         options->runner.duration_seconds, stderr_is_tty());
+    InterruptScope interrupt([&runner] { runner.stop(); });
+    result = runner.run(*workload);
+  }
+  const BenchReport report = make_report(result);
+  std::fputs(render_report(setup, report).c_str(), stdout);
+  std::fflush(stdout);
+  if (!options->json_path.empty()) {
+    std::ofstream out(options->json_path);
+    out << report_json(setup, report).dump(2) << "\n";
+    if (!out) {
+      return report_error(kCommand, absl::InternalError(absl::StrCat(
+                                        "cannot write --json=", options->json_path)));
+    }
+  }
+  if (result.stopped) return kExitInterrupted;
+  return report.failed > 0 || report.wrong_output_length > 0 ? kExitRequestsFailed : 0;
+}
+
+}  // namespace
+
+int bench_command(int argc, char** argv) {
+  const char* kUsage =
+      "usage: tessera bench <benchmark> [flags]\n"
+      "benchmarks:\n"
+      "  serve     load-test a running tesserad (tessera bench serve --help)\n";
+  if (argc < 1) {
+    std::fputs(kUsage, stderr);
+    return kExitUsage;
+  }
+  const std::string benchmark = argv[0];
+  if (benchmark == "serve") return bench_serve_command(argc - 1, argv + 1);
+  if (benchmark == "--help" || benchmark == "-h") return print_usage(kUsage);
+  std::fprintf(stderr, "tessera bench: unknown benchmark '%s'\n%s", benchmark.c_str(), kUsage);
+  return kExitUsage;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,37 @@
+// Token-length distributions for synthetic benchmark requests, written as the --prompt-len and
+// --output-len flags take them:
+//   N                   always N                      (also fixed:N)
+//   uniform:LO:HI       uniformly random in [LO, HI]
+//   normal:MEAN:STDDEV  normal, rounded, kept in [1, MEAN + 4 x STDDEV]
+// Every length is at least 1.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tessera::cli {
+
+class LengthDistribution {
+ public:
+  static absl::StatusOr<LengthDistribution> parse(const std::string& spec);
+  static LengthDistribution fixed(int32_t length);
+
+  int32_t sample(std::mt19937_64& rng) const;
+  // The largest length sample() can return.
+  int32_t max() const;
+  // The spec in canonical form ("128", "uniform:32:256", "normal:128:32").
+  std::string to_string() const;
+
+ private:
+  enum class Kind { kFixed, kUniform, kNormal };
+  LengthDistribution(Kind kind, double a, double b) : kind_(kind), a_(a), b_(b) {}
+
+  Kind kind_;
+  double a_;  // fixed: length; uniform: LO; normal: MEAN
+  double b_;  // uniform: HI; normal: STDDEV
+};
+
+}  // namespace tessera::cli
