@@ -60,8 +60,10 @@ void Sampler::apply_penalties(std::span<float> logits) const {
 SampleResult Sampler::sample(std::span<float> logits) {
   SampleResult result;
   const int32_t vocab = static_cast<int32_t>(logits.size());
-  // Logprobs describe the model's own distribution, before any sampling transform.
-  const float lse = log_sum_exp(logits);
+  // Logprobs describe the model's own distribution, before any sampling transform; they cost a
+  // pass of exp() over the vocabulary, so only when asked for.
+  const bool want_logprobs = params_.logprobs || params_.top_logprobs > 0;
+  const float lse = want_logprobs ? log_sum_exp(logits) : 0.0f;
   if (params_.top_logprobs > 0) {
     const int32_t k = std::min(params_.top_logprobs, vocab);
     candidates_.resize(vocab);
@@ -71,13 +73,11 @@ SampleResult Sampler::sample(std::span<float> logits) {
     for (int32_t i = 0; i < k; ++i)
       result.top.push_back({candidates_[i].second, candidates_[i].first - lse});
   }
-  std::vector<float> raw;  // kept only to report the chosen token's logprob
-  const float* raw_logits = logits.data();
   const bool transforms = params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0.0f ||
                           params_.presence_penalty != 0.0f;
+  std::vector<float> raw;  // the untransformed logits, kept only for the logprob
   if (transforms) {
-    raw.assign(logits.begin(), logits.end());
-    raw_logits = raw.data();
+    if (want_logprobs) raw.assign(logits.begin(), logits.end());
     apply_penalties(logits);
   }
 
@@ -85,52 +85,53 @@ SampleResult Sampler::sample(std::span<float> logits) {
   if (params_.temperature <= 0.0f) {
     chosen = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   } else {
-    // Candidates sorted by logit, cut by top-k, then softmax at the temperature.
+    // Candidates (cut to the top-k, sorted, when top-k or top-p need an order), weighted by
+    // softmax at the temperature.
     candidates_.resize(vocab);
     for (int32_t i = 0; i < vocab; ++i) candidates_[i] = {logits[i], i};
     const int32_t k = params_.top_k > 0 ? std::min(params_.top_k, vocab) : vocab;
-    auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first; };
-    std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(), by_logit);
-    candidates_.resize(k);
-    const float max_logit = candidates_[0].first;
+    if (k < vocab || params_.top_p < 1.0f) {
+      auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first; };
+      std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(), by_logit);
+      candidates_.resize(k);
+    }
+    float max_logit = candidates_[0].first;
+    for (const auto& c : candidates_) max_logit = std::max(max_logit, c.first);
     double total = 0.0;
     for (auto& [value, id] : candidates_) {
       value = static_cast<float>(std::exp((value - max_logit) / params_.temperature));
       total += value;
     }
-    // top-p: the smallest prefix whose mass reaches top_p (always at least one token).
-    size_t keep = candidates_.size();
+    // top-p: the smallest prefix (candidates are sorted here) whose mass reaches top_p.
     if (params_.top_p < 1.0f) {
       double mass = 0.0;
       for (size_t i = 0; i < candidates_.size(); ++i) {
         mass += candidates_[i].first / total;
         if (mass >= params_.top_p) {
-          keep = i + 1;
+          candidates_.resize(i + 1);
           break;
         }
       }
     }
-    // min-p: drop tokens less likely than min_p times the most likely one.
+    // min-p: drop tokens less likely than min_p times the most likely one (whose weight is 1).
     if (params_.min_p > 0.0f) {
-      const float floor = params_.min_p * candidates_[0].first;
-      size_t i = 1;
-      while (i < keep && candidates_[i].first >= floor) ++i;
-      keep = i;
+      std::erase_if(candidates_, [&](const auto& c) { return c.first < params_.min_p; });
     }
     double kept_mass = 0.0;
-    for (size_t i = 0; i < keep; ++i) kept_mass += candidates_[i].first;
+    for (const auto& c : candidates_) kept_mass += c.first;
     double u = std::uniform_real_distribution<double>(0.0, kept_mass)(rng_);
-    chosen = candidates_[keep - 1].second;
-    for (size_t i = 0; i < keep; ++i) {
-      u -= candidates_[i].first;
+    chosen = candidates_.back().second;
+    for (const auto& [weight, id] : candidates_) {
+      u -= weight;
       if (u < 0) {
-        chosen = candidates_[i].second;
+        chosen = id;
         break;
       }
     }
   }
   result.token = chosen;
-  result.logprob = raw_logits[chosen] - lse;
+  // Without transforms `logits` still holds the raw values (sampling works on candidates_).
+  if (want_logprobs) result.logprob = (transforms ? raw[chosen] : logits[chosen]) - lse;
   observe(chosen);
   return result;
 }

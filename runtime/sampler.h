@@ -33,6 +33,7 @@ struct TokenLogprob {
 struct SampleResult {
   int32_t token = -1;
   float logprob = 0.0f;             // of the chosen token under the model's raw distribution
+                                    // (only when logprobs or top_logprobs were asked for)
   std::vector<TokenLogprob> top;    // the `top_logprobs` most likely tokens, most likely first
 };
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/tokenizer/jinja_builtins.h"
 #include "runtime/tokenizer/jinja_operators.h"
+#include "runtime/tokenizer/jinja_strings.h"
 
 namespace tessera::jinja {
 namespace {

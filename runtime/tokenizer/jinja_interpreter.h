@@ -22,11 +22,12 @@ struct RenderLimits {
   size_t max_output_bytes = size_t{32} << 20;  // per rendered buffer (template, macro, set block)
   int64_t max_loop_iterations = 1'000'000;     // summed over every loop of the render
   int max_call_depth = 48;                     // nested macro / caller() calls
-  size_t max_sequence_length = 1'000'000;      // range(), list and string repetition
+  size_t max_sequence_length = 1'000'000;      // elements of a list built by range(), + or *
 };
 
-// Variable scope. Shared ownership because macros capture the scope they were defined in and may
-// be called after it is left (e.g. stored in a namespace).
+// Variable scope, chained to its parent. Heap-allocated so that a macro can keep a (weak)
+// reference to the scope it was defined in; a strong one would be a cycle, since that scope holds
+// the macro.
 struct Scope {
   std::shared_ptr<Scope> parent;
   std::vector<std::pair<std::string, Value>> vars;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/tokenizer/jinja_strings.h"
 #include "runtime/tokenizer/jinja_value.h"
 
 namespace tessera::jinja {

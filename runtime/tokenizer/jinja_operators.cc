@@ -86,7 +86,7 @@ absl::StatusOr<Value> int_pow(int64_t base, int64_t exp) {
 absl::Status slice_indices(int64_t length, const Value& start_v, const Value& stop_v,
                            const Value& step_v, std::vector<size_t>& out) {
   const auto as_index = [](const Value& v, std::optional<int64_t>& dst) -> absl::Status {
-    if (v.is_none() || v.is_undefined()) return absl::OkStatus();
+    if (v.is_none()) return absl::OkStatus();
     if (!v.is_int() && !v.is_bool()) {
       return type_error("slice indices must be integers or None");
     }
@@ -231,12 +231,10 @@ absl::StatusOr<Value> binary_operator(Interpreter& in, std::string_view op, cons
 absl::StatusOr<Value> slice_value(const Value& obj, const Value& start, const Value& stop,
                                   const Value& step) {
   if (obj.is_undefined()) return absl::InvalidArgumentError(obj.undefined_hint());
-  // Jinja's getitem turns Python's TypeError (unsliceable object, non-integer bounds) into an
-  // undefined value; only a zero step (ValueError) is an error.
-  const auto index_like = [](const Value& v) { return v.is_none() || v.is_int() || v.is_bool(); };
-  if ((!obj.is_list() && !obj.is_string()) || obj.is_lazy() || !index_like(start) ||
-      !index_like(stop) || !index_like(step)) {
-    return Value::undefined(absl::StrCat("'", type_name(obj), " object' has no element slice"));
+  // Jinja compiles slices to plain Python subscripts (not its forgiving getitem), so an
+  // unsliceable object or a non-integer bound is an error.
+  if ((!obj.is_list() && !obj.is_string()) || obj.is_lazy()) {
+    return type_error(absl::StrCat("'", type_name(obj), "' object is not subscriptable"));
   }
   std::vector<size_t> idx;
   if (obj.is_list()) {

@@ -4,12 +4,23 @@
 // glibc's Unicode version may lag Python's for very recent characters.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace tessera::jinja::pystr {
+namespace tessera::jinja {
+
+// UTF-8 helpers: Python strings index by code point.
+std::u32string utf8_decode(std::string_view s);  // invalid bytes decode as U+FFFD
+std::string utf8_encode(std::u32string_view s);
+void utf8_append(std::string& out, char32_t cp);
+size_t utf8_length(std::string_view s);
+bool is_ascii(std::string_view s);
+bool is_python_space(char32_t c);  // str.isspace()/str.split() whitespace
+
+namespace pystr {
 
 std::string upper(std::string_view s);
 std::string lower(std::string_view s);
@@ -47,4 +58,5 @@ bool all_alpha(std::string_view s);
 bool all_alnum(std::string_view s);
 bool all_space(std::string_view s);
 
-}  // namespace tessera::jinja::pystr
+}  // namespace pystr
+}  // namespace tessera::jinja

@@ -179,12 +179,4 @@ struct JsonDumpOptions {
 // Python json.dumps(value, ...), the way transformers' tojson override calls it.
 absl::StatusOr<std::string> dump_json(const Value& v, const JsonDumpOptions& options);
 
-// --- UTF-8 helpers: Python strings index by code point -------------------------------------------
-std::u32string utf8_decode(std::string_view s);  // invalid bytes decode as U+FFFD
-std::string utf8_encode(std::u32string_view s);
-void utf8_append(std::string& out, char32_t cp);
-size_t utf8_length(std::string_view s);
-bool is_ascii(std::string_view s);
-bool is_python_space(char32_t c);  // str.isspace()/str.split() whitespace
-
 }  // namespace tessera::jinja

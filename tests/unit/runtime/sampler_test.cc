@@ -16,6 +16,7 @@ int32_t draw(Sampler& s, std::vector<float> logits) { return s.sample(logits).to
 TEST(Sampler, GreedyPicksArgmaxAndReportsLogprob) {
   SamplingParams p;
   p.temperature = 0;
+  p.logprobs = true;
   Sampler s(p, {});
   std::vector<float> l = logits_of({0.1f, 2.0f, -1.0f, 1.9f});
   const SampleResult r = s.sample(l);
@@ -89,6 +90,18 @@ TEST(Sampler, TemperatureSamplingFollowsSoftmax) {
   const double z = std::exp(2.0) + 1.0 + std::exp(-2.0);
   const double expected[3] = {std::exp(2.0) / z, 1.0 / z, std::exp(-2.0) / z};
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(counts[i] / double(n), expected[i], 0.015) << i;
+}
+
+TEST(Sampler, LogprobIsOfTheRawDistributionEvenWithPenalties) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.logprobs = true;
+  p.repetition_penalty = 100.0f;
+  Sampler s(p, std::vector<int32_t>{0});
+  std::vector<float> l = logits_of({3.0f, 1.0f});
+  const SampleResult r = s.sample(l);
+  EXPECT_EQ(r.token, 1);  // 3 / 100 < 1
+  EXPECT_NEAR(r.logprob, 1.0 - std::log(std::exp(3.0) + std::exp(1.0)), 1e-5);
 }
 
 TEST(Sampler, RepetitionPenaltyCoversPromptAndOutput) {

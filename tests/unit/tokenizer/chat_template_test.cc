@@ -190,6 +190,9 @@ TEST(ChatTemplateTest, UnsupportedConstructsAreErrorsNamingTheConstructAndLine) 
       {"{{ {1: 'a'} }}", "dict key"},
       {"{{ '%(a)s' % {'a': 1} }}", "%(name)"},
       {"{{ '{:>5}'.format(1) }}", "str.format"},
+      // Python would print "<generator object ... at 0x...>".
+      {"{{ messages|map(attribute='role') }}", "generator"},
+      {"{{ messages|selectattr('role')|string }}", "generator"},
       // Jinja would render "x"; the macro outlives the loop iteration that defined it.
       {"{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}x{% endmacro %}{% set ns.m = m "
        "%}{% endfor %}{{ ns.m() }}",

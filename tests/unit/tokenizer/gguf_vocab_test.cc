@@ -170,7 +170,7 @@ TEST_F(GgufVocabTest, DefaultModel) {
   EXPECT_FALSE(v.add_bos);
   EXPECT_EQ(v.tokens[2], "<|im_end|>");
   EXPECT_EQ(v.tokens[0], "<|endoftext|>");
-  EXPECT_THAT(v.stop_ids, ElementsAre(2, 0));  // eos <|im_end|>, then <|endoftext|>
+  EXPECT_THAT(v.stop_ids, ElementsAre(0, 2));  // <|endoftext|> and eos <|im_end|>, sorted
   EXPECT_THAT(v.chat_template, HasSubstr("<|im_start|>"));
 }
 
