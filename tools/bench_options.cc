@@ -62,9 +62,11 @@ absl::StatusOr<BenchServeOptions> read_bench_serve_flags(const Args& args) {
     if (!st.ok()) return st;
   }
   if (*concurrency < 1 || *concurrency > kMaxConcurrency) {
-    return absl::InvalidArgumentError(absl::StrCat("--concurrency must be in [1, ", kMaxConcurrency, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--concurrency must be in [1, ", kMaxConcurrency, "]"));
   }
-  if (!(*rate > 0)) return absl::InvalidArgumentError("--request-rate must be > 0 (requests per second)");
+  if (!(*rate > 0))
+    return absl::InvalidArgumentError("--request-rate must be > 0 (requests per second)");
   if (args.has("num-requests") && *num_requests < 1) {
     return absl::InvalidArgumentError("--num-requests must be >= 1");
   }
@@ -94,7 +96,8 @@ absl::StatusOr<BenchServeOptions> read_bench_serve_flags(const Args& args) {
   const bool open_loop = std::isfinite(*rate);
   o.runner.request_rate = *rate;
   // An open loop sends on schedule; only an explicit --concurrency caps it.
-  o.runner.concurrency = open_loop && !args.has("concurrency") ? 0 : static_cast<int32_t>(*concurrency);
+  o.runner.concurrency =
+      open_loop && !args.has("concurrency") ? 0 : static_cast<int32_t>(*concurrency);
   o.runner.num_requests = static_cast<size_t>(*num_requests);
   o.runner.duration_seconds = *duration;
   o.runner.timeout_seconds = *timeout;
@@ -108,7 +111,8 @@ std::string describe_mode(const RunnerOptions& runner) {
     return absl::StrCat("closed loop, concurrency ", runner.concurrency);
   }
   std::string mode = absl::StrFormat("open loop, %g req/s (Poisson)", runner.request_rate);
-  if (runner.concurrency > 0) absl::StrAppend(&mode, ", at most ", runner.concurrency, " in flight");
+  if (runner.concurrency > 0)
+    absl::StrAppend(&mode, ", at most ", runner.concurrency, " in flight");
   return mode;
 }
 

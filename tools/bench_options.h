@@ -22,8 +22,8 @@ struct BenchServeOptions {
   LengthDistribution output_len = LengthDistribution::fixed(128);
   PromptKind prompt_kind = PromptKind::kTokenIds;
   uint64_t seed = 0;
-  std::string json_path;       // --json FILE; empty = none
-  size_t workload_size = 0;    // distinct requests synthesized (a timed run cycles through them)
+  std::string json_path;     // --json FILE; empty = none
+  size_t workload_size = 0;  // distinct requests synthesized (a timed run cycles through them)
 };
 
 // --model --concurrency --request-rate --num-requests --duration --prompt-len --output-len

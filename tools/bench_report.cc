@@ -12,14 +12,18 @@ namespace tessera::cli {
 
 namespace {
 
-double per_second(double count, double seconds) { return seconds > 0 ? count / seconds : 0; }
+double per_second(double count, double seconds) {
+  return seconds > 0 ? count / seconds : 0;
+}
 
-std::string ms(double seconds) { return absl::StrFormat("%.2f", seconds * 1e3); }
+std::string ms(double seconds) {
+  return absl::StrFormat("%.2f", seconds * 1e3);
+}
 
 nlohmann::ordered_json summary_ms_json(const Summary& s) {
-  return {{"count", s.count},         {"mean", s.mean * 1e3}, {"stddev", s.stddev * 1e3},
-          {"min", s.min * 1e3},       {"p50", s.p50 * 1e3},   {"p90", s.p90 * 1e3},
-          {"p99", s.p99 * 1e3},       {"max", s.max * 1e3}};
+  return {{"count", s.count},   {"mean", s.mean * 1e3}, {"stddev", s.stddev * 1e3},
+          {"min", s.min * 1e3}, {"p50", s.p50 * 1e3},   {"p90", s.p90 * 1e3},
+          {"p99", s.p99 * 1e3}, {"max", s.max * 1e3}};
 }
 
 // JSON has no infinity: a closed loop's rate is null.
@@ -69,7 +73,8 @@ std::string render_report(const BenchSetup& setup, const BenchReport& r) {
   facts.add_row({"server", setup.server});
   if (!setup.model.empty()) facts.add_row({"model", setup.model});
   facts.add_row({"mode", setup.mode});
-  facts.add_row({"prompt / output length", absl::StrCat(setup.prompt_len, " / ", setup.output_len)});
+  facts.add_row(
+      {"prompt / output length", absl::StrCat(setup.prompt_len, " / ", setup.output_len)});
   facts.add_row({"prompts", setup.prompt_kind});
   facts.add_row({"requests ok", absl::StrCat(r.succeeded)});
   std::string failed = absl::StrCat(r.failed);
@@ -89,10 +94,16 @@ std::string render_report(const BenchSetup& setup, const BenchReport& r) {
   out += facts.render(/*with_header=*/false);
 
   out += "\n";
-  TextTable latency({{"latency (ms)"}, {"mean", true}, {"p50", true}, {"p90", true}, {"p99", true},
-                     {"max", true}, {"n", true}});
+  TextTable latency({{"latency (ms)"},
+                     {"mean", true},
+                     {"p50", true},
+                     {"p90", true},
+                     {"p99", true},
+                     {"max", true},
+                     {"n", true}});
   auto add = [&latency](const std::string& name, const Summary& s) {
-    latency.add_row({name, ms(s.mean), ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max), absl::StrCat(s.count)});
+    latency.add_row(
+        {name, ms(s.mean), ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max), absl::StrCat(s.count)});
   };
   add("TTFT", r.ttft);
   add("ITL", r.itl);

@@ -35,8 +35,8 @@ struct BenchReport {
   bool stopped = false;            // interrupted before the planned end
 
   double duration_seconds = 0;
-  int64_t input_tokens = 0;   // prompt tokens of succeeded requests (the server's usage)
-  int64_t output_tokens = 0;  // tokens received by succeeded requests
+  int64_t input_tokens = 0;            // prompt tokens of succeeded requests (the server's usage)
+  int64_t output_tokens = 0;           // tokens received by succeeded requests
   double request_throughput = 0;       // succeeded requests per second
   double input_token_throughput = 0;   // per second
   double output_token_throughput = 0;  // per second
@@ -55,7 +55,8 @@ BenchReport make_report(const RunResult& run);
 // The end-of-run table: counts, throughputs, and mean/p50/p90/p99/max of each latency in ms.
 std::string render_report(const BenchSetup& setup, const BenchReport& report);
 
-// The same as JSON: {"setup": {...}, "requests": {...}, "throughput": {...}, "ttft_ms": {...}, ...}.
+// The same as JSON: {"setup": {...}, "requests": {...}, "throughput": {...}, "ttft_ms": {...},
+// ...}.
 nlohmann::ordered_json report_json(const BenchSetup& setup, const BenchReport& report);
 
 }  // namespace tessera::cli

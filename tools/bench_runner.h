@@ -25,10 +25,10 @@ namespace tessera::cli {
 struct RunnerOptions {
   int32_t concurrency = 1;  // most calls in flight; 0 = no limit (open loop only)
   double request_rate = std::numeric_limits<double>::infinity();  // per second; inf = closed loop
-  size_t num_requests = 0;       // calls to send; 0 = until duration_seconds
-  double duration_seconds = 0;   // stop sending after this long (running calls finish); 0 = none
-  double timeout_seconds = 0;    // deadline of each call; 0 = none
-  uint64_t seed = 0;             // of the arrival process
+  size_t num_requests = 0;      // calls to send; 0 = until duration_seconds
+  double duration_seconds = 0;  // stop sending after this long (running calls finish); 0 = none
+  double timeout_seconds = 0;   // deadline of each call; 0 = none
+  uint64_t seed = 0;            // of the arrival process
 };
 
 // What one call did. Times are in seconds.

@@ -56,22 +56,25 @@ absl::Status check_lengths(const std::vector<BenchRequest>& workload, int64_t ma
   if (max_model_len <= 0) return absl::OkStatus();
   for (const BenchRequest& r : workload) {
     if (r.prompt_len + r.output_len > max_model_len) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a request of ", r.prompt_len, " prompt + ", r.output_len,
-          " output tokens exceeds the model's max length of ", max_model_len,
-          " tokens; lower --prompt-len or --output-len"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("a request of ", r.prompt_len, " prompt + ", r.output_len,
+                       " output tokens exceeds the model's max length of ", max_model_len,
+                       " tokens; lower --prompt-len or --output-len"));
     }
   }
   return absl::OkStatus();
 }
 
 int bench_serve_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, merge_flags({bench_serve_value_flags(), connection_value_flags()}),
-                          merge_flags({{"help"}, connection_bool_flags()}));
+  auto args =
+      Args::parse(argc, argv, merge_flags({bench_serve_value_flags(), connection_value_flags()}),
+                  merge_flags({{"help"}, connection_bool_flags()}));
   if (!args.ok()) return report_error(kCommand, args.status(), kExitUsage);
-  if (args->has("help")) return print_usage(absl::StrCat(bench_serve_usage(), connection_flags_usage()));
+  if (args->has("help"))
+    return print_usage(absl::StrCat(bench_serve_usage(), connection_flags_usage()));
   if (!args->positional().empty()) {
-    return report_error(kCommand, absl::InvalidArgumentError("bench serve takes no arguments"), kExitUsage);
+    return report_error(kCommand, absl::InvalidArgumentError("bench serve takes no arguments"),
+                        kExitUsage);
   }
   auto options = read_bench_serve_flags(*args);
   if (!options.ok()) return report_error(kCommand, options.status(), kExitUsage);
@@ -124,8 +127,8 @@ int bench_serve_command(int argc, char** argv) {
     std::ofstream out(options->json_path);
     out << report_json(setup, report).dump(2) << "\n";
     if (!out) {
-      return report_error(kCommand, absl::InternalError(absl::StrCat(
-                                        "cannot write --json=", options->json_path)));
+      return report_error(
+          kCommand, absl::InternalError(absl::StrCat("cannot write --json=", options->json_path)));
     }
   }
   if (result.stopped) return kExitInterrupted;

@@ -11,16 +11,18 @@ namespace {
 
 // Common English words; most are one token, with their leading space, in BPE vocabularies.
 constexpr const char* kWords[] = {
-    "the",   "of",     "and",    "to",     "in",     "is",    "was",   "for",    "on",    "that",
-    "with",  "as",     "by",     "at",     "from",   "his",   "an",    "were",   "are",   "which",
-    "this",  "be",     "has",    "or",     "had",    "first", "one",   "their",  "its",   "new",
-    "after", "but",    "who",    "not",    "they",   "have",  "her",   "she",    "two",   "been",
-    "other", "when",   "there",  "all",    "during", "into",  "school", "time",  "may",   "years",
-    "more",  "most",   "only",   "over",   "city",   "some",  "world", "would",  "where", "later",
-    "up",    "such",   "used",   "many",   "can",    "state", "about", "national", "out", "known",
-    "university", "united", "then", "made", "between", "while", "under", "three", "north", "each",
-    "water", "people", "river",  "music",  "house",  "power", "light", "small",  "great", "place",
-    "field", "system", "number", "family", "part",   "night", "early", "second", "long",  "high"};
+    "the",    "of",     "and",     "to",     "in",       "is",    "was",   "for",        "on",
+    "that",   "with",   "as",      "by",     "at",       "from",  "his",   "an",         "were",
+    "are",    "which",  "this",    "be",     "has",      "or",    "had",   "first",      "one",
+    "their",  "its",    "new",     "after",  "but",      "who",   "not",   "they",       "have",
+    "her",    "she",    "two",     "been",   "other",    "when",  "there", "all",        "during",
+    "into",   "school", "time",    "may",    "years",    "more",  "most",  "only",       "over",
+    "city",   "some",   "world",   "would",  "where",    "later", "up",    "such",       "used",
+    "many",   "can",    "state",   "about",  "national", "out",   "known", "university", "united",
+    "then",   "made",   "between", "while",  "under",    "three", "north", "each",       "water",
+    "people", "river",  "music",   "house",  "power",    "light", "small", "great",      "place",
+    "field",  "system", "number",  "family", "part",     "night", "early", "second",     "long",
+    "high"};
 constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 
 std::string random_words(size_t n, std::mt19937_64& rng) {
@@ -70,7 +72,8 @@ absl::StatusOr<std::vector<BenchRequest>> build_workload(const WorkloadOptions& 
     return absl::InvalidArgumentError("word prompts need the server's tokenizer");
   }
   std::mt19937_64 rng(options.seed);
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(std::max<int64_t>(options.vocab_size, 1) - 1));
+  std::uniform_int_distribution<int32_t> token(
+      0, static_cast<int32_t>(std::max<int64_t>(options.vocab_size, 1) - 1));
   std::vector<BenchRequest> workload;
   workload.reserve(options.count);
   for (size_t i = 0; i < options.count; ++i) {

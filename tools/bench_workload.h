@@ -23,9 +23,9 @@ struct WorkloadOptions {
   LengthDistribution prompt_len = LengthDistribution::fixed(128);
   LengthDistribution output_len = LengthDistribution::fixed(128);
   PromptKind prompt_kind = PromptKind::kTokenIds;
-  size_t count = 100;        // requests to synthesize
-  int64_t vocab_size = 0;    // token ids are drawn from [0, vocab_size) (kTokenIds)
-  std::string model;         // GenerateRequest.model
+  size_t count = 100;      // requests to synthesize
+  int64_t vocab_size = 0;  // token ids are drawn from [0, vocab_size) (kTokenIds)
+  std::string model;       // GenerateRequest.model
   uint64_t seed = 0;
 };
 

@@ -45,7 +45,9 @@ void reset_conversation(v1::ChatInput& conversation, const std::string& system) 
 int chat_command(int argc, char** argv) {
   auto args = Args::parse(
       argc, argv,
-      merge_flags({{"model", "system", "timeout"}, connection_value_flags(), sampling_value_flags(),
+      merge_flags({{"model", "system", "timeout"},
+                   connection_value_flags(),
+                   sampling_value_flags(),
                    server_generation_value_flags()}),
       merge_flags({{"stats", "help"}, connection_bool_flags(), server_generation_bool_flags()}));
   if (!args.ok()) return report_error(kCommand, args.status(), kExitUsage);
@@ -57,7 +59,8 @@ int chat_command(int argc, char** argv) {
   auto flags = read_generation_flags(*args);
   if (!flags.ok()) return report_error(kCommand, flags.status(), kExitUsage);
   auto connection_options = read_connection_flags(*args);
-  if (!connection_options.ok()) return report_error(kCommand, connection_options.status(), kExitUsage);
+  if (!connection_options.ok())
+    return report_error(kCommand, connection_options.status(), kExitUsage);
   auto timeout = args->get_double("timeout", 0);
   if (!timeout.ok()) return report_error(kCommand, timeout.status(), kExitUsage);
   auto connection = ServerConnection::open(*connection_options);

@@ -32,11 +32,13 @@ absl::StatusOr<Args> Args::parse(int argc, char** argv, const std::set<std::stri
       name = name.substr(0, eq);
     }
     if (bool_flags.count(name)) {
-      if (inline_value) return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
+      if (inline_value)
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
       args.bools_.insert(name);
     } else if (value_flags.count(name)) {
       if (!inline_value) {
-        if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+        if (i + 1 >= argc)
+          return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
         value = argv[++i];
       }
       args.values_[name].push_back(value);

@@ -23,7 +23,9 @@ class Args {
   static absl::StatusOr<Args> parse(int argc, char** argv, const std::set<std::string>& value_flags,
                                     const std::set<std::string>& bool_flags);
 
-  bool has(const std::string& name) const { return values_.count(name) > 0 || bools_.count(name) > 0; }
+  bool has(const std::string& name) const {
+    return values_.count(name) > 0 || bools_.count(name) > 0;
+  }
   std::string get(const std::string& name, const std::string& fallback = "") const;
   // Every value of a repeatable flag (--stop A --stop B), in command-line order.
   std::vector<std::string> get_all(const std::string& name) const;

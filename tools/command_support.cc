@@ -16,7 +16,11 @@ int print_usage(const std::string& text) {
   return 0;
 }
 
-bool stdin_is_tty() { return isatty(STDIN_FILENO) == 1; }
-bool stderr_is_tty() { return isatty(STDERR_FILENO) == 1; }
+bool stdin_is_tty() {
+  return isatty(STDIN_FILENO) == 1;
+}
+bool stderr_is_tty() {
+  return isatty(STDERR_FILENO) == 1;
+}
 
 }  // namespace tessera::cli

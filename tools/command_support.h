@@ -7,12 +7,13 @@
 
 namespace tessera::cli {
 
-inline constexpr int kExitError = 1;        // a failed call or an unusable input
-inline constexpr int kExitUsage = 2;        // bad flags or arguments
+inline constexpr int kExitError = 1;          // a failed call or an unusable input
+inline constexpr int kExitUsage = 2;          // bad flags or arguments
 inline constexpr int kExitInterrupted = 130;  // Ctrl-C, as shells report SIGINT
 
 // Prints "tessera COMMAND: MESSAGE" on stderr and returns `exit_code`.
-int report_error(const std::string& command, const absl::Status& status, int exit_code = kExitError);
+int report_error(const std::string& command, const absl::Status& status,
+                 int exit_code = kExitError);
 
 // Prints `text` on stderr and returns 0 (for --help).
 int print_usage(const std::string& text);

@@ -36,9 +36,12 @@ std::string usage() {
 int generate_command(int argc, char** argv) {
   auto args = Args::parse(
       argc, argv,
-      merge_flags({{"model", "system", "timeout"}, connection_value_flags(), sampling_value_flags(),
+      merge_flags({{"model", "system", "timeout"},
+                   connection_value_flags(),
+                   sampling_value_flags(),
                    server_generation_value_flags()}),
-      merge_flags({{"chat", "unary", "help"}, connection_bool_flags(), server_generation_bool_flags()}));
+      merge_flags(
+          {{"chat", "unary", "help"}, connection_bool_flags(), server_generation_bool_flags()}));
   if (!args.ok()) return report_error(kCommand, args.status(), kExitUsage);
   if (args->has("help")) return print_usage(usage());
   if (args->positional().size() != 1) {
@@ -48,7 +51,8 @@ int generate_command(int argc, char** argv) {
   auto flags = read_generation_flags(*args);
   if (!flags.ok()) return report_error(kCommand, flags.status(), kExitUsage);
   auto connection_options = read_connection_flags(*args);
-  if (!connection_options.ok()) return report_error(kCommand, connection_options.status(), kExitUsage);
+  if (!connection_options.ok())
+    return report_error(kCommand, connection_options.status(), kExitUsage);
   auto timeout = args->get_double("timeout", 0);
   if (!timeout.ok()) return report_error(kCommand, timeout.status(), kExitUsage);
   if (!(*timeout >= 0)) {
@@ -62,7 +66,8 @@ int generate_command(int argc, char** argv) {
   request.set_model(args->get("model"));
   const std::string& prompt = args->positional()[0];
   if (args->has("chat")) {
-    if (args->has("system")) add_chat_message(*request.mutable_chat(), "system", args->get("system"));
+    if (args->has("system"))
+      add_chat_message(*request.mutable_chat(), "system", args->get("system"));
     add_chat_message(*request.mutable_chat(), "user", prompt);
   } else {
     request.set_prompt(prompt);
@@ -80,11 +85,12 @@ int generate_command(int argc, char** argv) {
     if (args->has("unary")) {
       result = generate_unary(**connection, context, request);
     } else {
-      result = generate_streaming(**connection, context, request, [&printed](const std::string& delta) {
-        std::fwrite(delta.data(), 1, delta.size(), stdout);
-        std::fflush(stdout);
-        printed = true;
-      });
+      result =
+          generate_streaming(**connection, context, request, [&printed](const std::string& delta) {
+            std::fwrite(delta.data(), 1, delta.size(), stdout);
+            std::fflush(stdout);
+            printed = true;
+          });
     }
     if (!result.ok() && interrupt.interrupted()) {
       std::fprintf(stderr, "\n[cancelled]\n");

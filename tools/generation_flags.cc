@@ -11,9 +11,9 @@ const std::set<std::string>& sampling_value_flags() {
 }
 
 const std::set<std::string>& server_generation_value_flags() {
-  static const std::set<std::string> flags = {"min-tokens",       "repetition-penalty",
-                                              "frequency-penalty", "presence-penalty",
-                                              "stop",              "logprobs"};
+  static const std::set<std::string> flags = {
+      "min-tokens", "repetition-penalty", "frequency-penalty", "presence-penalty", "stop",
+      "logprobs"};
   return flags;
 }
 

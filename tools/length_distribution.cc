@@ -31,8 +31,8 @@ LengthDistribution LengthDistribution::fixed(int32_t length) {
 
 absl::StatusOr<LengthDistribution> LengthDistribution::parse(const std::string& spec) {
   const std::vector<std::string> parts = absl::StrSplit(spec, ':');
-  const std::string usage = absl::StrCat("length distribution '", spec,
-                                         "': expected N, fixed:N, uniform:LO:HI or normal:MEAN:STDDEV");
+  const std::string usage = absl::StrCat(
+      "length distribution '", spec, "': expected N, fixed:N, uniform:LO:HI or normal:MEAN:STDDEV");
   if (parts.size() == 1 || (parts.size() == 2 && parts[0] == "fixed")) {
     auto n = parse_length(spec, parts.back());
     if (!n.ok()) return n.status();
@@ -63,8 +63,8 @@ int32_t LengthDistribution::sample(std::mt19937_64& rng) const {
     case Kind::kFixed:
       return static_cast<int32_t>(a_);
     case Kind::kUniform:
-      return static_cast<int32_t>(
-          std::uniform_int_distribution<int64_t>(static_cast<int64_t>(a_), static_cast<int64_t>(b_))(rng));
+      return static_cast<int32_t>(std::uniform_int_distribution<int64_t>(
+          static_cast<int64_t>(a_), static_cast<int64_t>(b_))(rng));
     case Kind::kNormal: {
       const double v = std::round(std::normal_distribution<double>(a_, b_)(rng));
       return static_cast<int32_t>(std::clamp(v, 1.0, static_cast<double>(max())));
@@ -75,18 +75,24 @@ int32_t LengthDistribution::sample(std::mt19937_64& rng) const {
 
 int32_t LengthDistribution::max() const {
   switch (kind_) {
-    case Kind::kFixed: return static_cast<int32_t>(a_);
-    case Kind::kUniform: return static_cast<int32_t>(b_);
-    case Kind::kNormal: return static_cast<int32_t>(std::max(1.0, std::round(a_ + 4 * b_)));
+    case Kind::kFixed:
+      return static_cast<int32_t>(a_);
+    case Kind::kUniform:
+      return static_cast<int32_t>(b_);
+    case Kind::kNormal:
+      return static_cast<int32_t>(std::max(1.0, std::round(a_ + 4 * b_)));
   }
   return 1;
 }
 
 std::string LengthDistribution::to_string() const {
   switch (kind_) {
-    case Kind::kFixed: return absl::StrCat(static_cast<int64_t>(a_));
-    case Kind::kUniform: return absl::StrCat("uniform:", static_cast<int64_t>(a_), ":", static_cast<int64_t>(b_));
-    case Kind::kNormal: return absl::StrCat("normal:", static_cast<int64_t>(a_), ":", b_);
+    case Kind::kFixed:
+      return absl::StrCat(static_cast<int64_t>(a_));
+    case Kind::kUniform:
+      return absl::StrCat("uniform:", static_cast<int64_t>(a_), ":", static_cast<int64_t>(b_));
+    case Kind::kNormal:
+      return absl::StrCat("normal:", static_cast<int64_t>(a_), ":", b_);
   }
   return "";
 }

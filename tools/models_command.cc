@@ -18,12 +18,15 @@ constexpr char kCommand[] = "models";
 constexpr double kCallTimeoutSeconds = 30;
 
 std::string usage() {
-  return absl::StrCat("usage: tessera models [flags]\n"
-                      "  Lists the models tesserad serves, with their limits.\n",
-                      connection_flags_usage());
+  return absl::StrCat(
+      "usage: tessera models [flags]\n"
+      "  Lists the models tesserad serves, with their limits.\n",
+      connection_flags_usage());
 }
 
-std::string gibibytes(int64_t bytes) { return absl::StrFormat("%.2f", bytes / 1073741824.0); }
+std::string gibibytes(int64_t bytes) {
+  return absl::StrFormat("%.2f", bytes / 1073741824.0);
+}
 
 }  // namespace
 
@@ -33,10 +36,12 @@ int models_command(int argc, char** argv) {
   if (!args.ok()) return report_error(kCommand, args.status(), kExitUsage);
   if (args->has("help")) return print_usage(usage());
   if (!args->positional().empty()) {
-    return report_error(kCommand, absl::InvalidArgumentError("models takes no arguments"), kExitUsage);
+    return report_error(kCommand, absl::InvalidArgumentError("models takes no arguments"),
+                        kExitUsage);
   }
   auto connection_options = read_connection_flags(*args);
-  if (!connection_options.ok()) return report_error(kCommand, connection_options.status(), kExitUsage);
+  if (!connection_options.ok())
+    return report_error(kCommand, connection_options.status(), kExitUsage);
   auto connection = ServerConnection::open(*connection_options);
   if (!connection.ok()) return report_error(kCommand, connection.status());
 
@@ -50,9 +55,21 @@ int models_command(int argc, char** argv) {
     std::fprintf(stderr, "tesserad at %s serves no models\n", (*connection)->address().c_str());
     return 0;
   }
-  TextTable table({{"ID"}, {"ARCH"}, {"BACKEND"}, {"DTYPE"}, {"VOCAB", true}, {"LAYERS", true},
-                   {"HEADS/KV", true}, {"HIDDEN", true}, {"MAX LEN", true}, {"KV BLOCKS", true},
-                   {"SEQS", true}, {"BATCH TOK", true}, {"WEIGHTS GiB", true}, {"CHAT"}, {"PATH"}});
+  TextTable table({{"ID"},
+                   {"ARCH"},
+                   {"BACKEND"},
+                   {"DTYPE"},
+                   {"VOCAB", true},
+                   {"LAYERS", true},
+                   {"HEADS/KV", true},
+                   {"HIDDEN", true},
+                   {"MAX LEN", true},
+                   {"KV BLOCKS", true},
+                   {"SEQS", true},
+                   {"BATCH TOK", true},
+                   {"WEIGHTS GiB", true},
+                   {"CHAT"},
+                   {"PATH"}});
   for (const v1::ModelInfo& m : response.models()) {
     table.add_row({m.id(), m.architecture(), m.backend(), m.dtype(), absl::StrCat(m.vocab_size()),
                    absl::StrCat(m.num_layers()), absl::StrCat(m.num_heads(), "/", m.num_kv_heads()),

@@ -36,7 +36,9 @@ ProgressBar::ProgressBar(std::function<RunProgress()> poll, size_t total_request
   thread_ = std::thread([this] { loop(); });
 }
 
-ProgressBar::~ProgressBar() { finish(); }
+ProgressBar::~ProgressBar() {
+  finish();
+}
 
 void ProgressBar::finish() {
   {

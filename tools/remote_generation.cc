@@ -18,23 +18,26 @@ double seconds_since(Clock::time_point start) {
 }
 
 std::string format_duration(double seconds) {
-  return seconds < 1 ? absl::StrFormat("%.1f ms", seconds * 1e3) : absl::StrFormat("%.2f s", seconds);
+  return seconds < 1 ? absl::StrFormat("%.1f ms", seconds * 1e3)
+                     : absl::StrFormat("%.2f s", seconds);
 }
 
 }  // namespace
 
 absl::StatusOr<GenerationResult> generate_streaming(ServerConnection& connection,
-                                                   grpc::ClientContext& context,
-                                                   const v1::GenerateRequest& request,
-                                                   const TextSink& on_text) {
+                                                    grpc::ClientContext& context,
+                                                    const v1::GenerateRequest& request,
+                                                    const TextSink& on_text) {
   GenerationResult result;
   const Clock::time_point start = Clock::now();
   auto reader = connection.generation().GenerateStream(&context, request);
   v1::GenerateStreamChunk chunk;
   while (reader->Read(&chunk)) {
     ++result.chunks;
-    if (chunk.token_ids_size() > 0 && result.token_ids.empty()) result.ttft_seconds = seconds_since(start);
-    result.token_ids.insert(result.token_ids.end(), chunk.token_ids().begin(), chunk.token_ids().end());
+    if (chunk.token_ids_size() > 0 && result.token_ids.empty())
+      result.ttft_seconds = seconds_since(start);
+    result.token_ids.insert(result.token_ids.end(), chunk.token_ids().begin(),
+                            chunk.token_ids().end());
     for (const auto& lp : chunk.logprobs()) result.logprobs.push_back(lp);
     if (!chunk.text().empty()) {
       result.text += chunk.text();
@@ -80,7 +83,8 @@ std::string summary_line(const GenerationResult& r) {
                                 ? r.usage.completion_tokens()
                                 : static_cast<int32_t>(r.token_ids.size());
   const double decode_seconds = r.total_seconds - r.ttft_seconds;
-  const double decode_rate = generated > 1 && decode_seconds > 0 ? (generated - 1) / decode_seconds : 0;
+  const double decode_rate =
+      generated > 1 && decode_seconds > 0 ? (generated - 1) / decode_seconds : 0;
   return absl::StrFormat(
       "[prompt %d tokens, generated %d tokens (%s), TTFT %s, total %s, %.1f tok/s]",
       r.usage.prompt_tokens(), generated, finish_reason_name(r.finish_reason),
@@ -96,8 +100,9 @@ std::string logprobs_table(const GenerationResult& r) {
       if (!top.empty()) top += "  ";
       absl::StrAppend(&top, quote_token(alt.token()), absl::StrFormat(" %.3f", alt.logprob()));
     }
-    table.add_row({absl::StrCat(i), absl::StrCat(lp.chosen().token_id()), quote_token(lp.chosen().token()),
-                   absl::StrFormat("%.3f", lp.chosen().logprob()), top});
+    table.add_row({absl::StrCat(i), absl::StrCat(lp.chosen().token_id()),
+                   quote_token(lp.chosen().token()), absl::StrFormat("%.3f", lp.chosen().logprob()),
+                   top});
   }
   return table.render();
 }

@@ -32,9 +32,9 @@ using TextSink = std::function<void(const std::string& delta)>;
 // `context` may carry a deadline, and may be cancelled (TryCancel) from another thread; errors
 // come back through ServerConnection::check (the gRPC code named in the message).
 absl::StatusOr<GenerationResult> generate_streaming(ServerConnection& connection,
-                                                   grpc::ClientContext& context,
-                                                   const v1::GenerateRequest& request,
-                                                   const TextSink& on_text);
+                                                    grpc::ClientContext& context,
+                                                    const v1::GenerateRequest& request,
+                                                    const TextSink& on_text);
 absl::StatusOr<GenerationResult> generate_unary(ServerConnection& connection,
                                                 grpc::ClientContext& context,
                                                 const v1::GenerateRequest& request);

@@ -86,10 +86,11 @@ int run_command(int argc, char** argv) {
   const double prefill_tps = out.ttft_seconds > 0 ? out.prompt_tokens / out.ttft_seconds : 0;
   const double decode_s = out.total_seconds - out.ttft_seconds;
   const double decode_tps = decode_s > 0 ? (out.completion_tokens - 1) / decode_s : 0;
-  std::fprintf(stderr,
-               "\n[prompt %d tokens, generated %d tokens (%s), prefill %.1f tok/s, decode %.1f tok/s]\n",
-               out.prompt_tokens, out.completion_tokens, finish_reason_name(out.finish_reason),
-               prefill_tps, decode_tps);
+  std::fprintf(
+      stderr,
+      "\n[prompt %d tokens, generated %d tokens (%s), prefill %.1f tok/s, decode %.1f tok/s]\n",
+      out.prompt_tokens, out.completion_tokens, finish_reason_name(out.finish_reason), prefill_tps,
+      decode_tps);
   return 0;
 }
 

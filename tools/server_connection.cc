@@ -15,7 +15,8 @@ namespace {
 
 absl::StatusOr<std::string> read_file(const std::string& flag, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--", flag, "=", path, ": cannot open the file"));
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("--", flag, "=", path, ": cannot open the file"));
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
@@ -91,14 +92,14 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::open(
 absl::Status ServerConnection::check(const grpc::Status& status) const {
   if (status.ok()) return absl::OkStatus();
   const auto code = static_cast<absl::StatusCode>(status.error_code());
-  std::string message = absl::StrCat(status_code_name(status.error_code()), ": ",
-                                     status.error_message());
+  std::string message =
+      absl::StrCat(status_code_name(status.error_code()), ": ", status.error_message());
   // A draining server also answers UNAVAILABLE, but over a connection that is up.
-  const bool connection_failed =
-      (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) &&
-      channel_->GetState(false) != GRPC_CHANNEL_READY;
-  if (connection_failed) message = absl::StrCat("cannot connect to tesserad at ", address_, ": ", message);
+  const bool connection_failed = (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                                  status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) &&
+                                 channel_->GetState(false) != GRPC_CHANNEL_READY;
+  if (connection_failed)
+    message = absl::StrCat("cannot connect to tesserad at ", address_, ": ", message);
   return absl::Status(code, message);
 }
 

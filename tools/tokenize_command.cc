@@ -34,9 +34,9 @@ std::string usage() {
 }  // namespace
 
 int tokenize_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, merge_flags({{"model"}, connection_value_flags()}),
-                          merge_flags({{"chat", "no-special-tokens", "ids", "help"},
-                                       connection_bool_flags()}));
+  auto args = Args::parse(
+      argc, argv, merge_flags({{"model"}, connection_value_flags()}),
+      merge_flags({{"chat", "no-special-tokens", "ids", "help"}, connection_bool_flags()}));
   if (!args.ok()) return report_error(kCommand, args.status(), kExitUsage);
   if (args->has("help")) return print_usage(usage());
   if (args->positional().size() != 1) {
@@ -44,7 +44,8 @@ int tokenize_command(int argc, char** argv) {
                         kExitUsage);
   }
   auto connection_options = read_connection_flags(*args);
-  if (!connection_options.ok()) return report_error(kCommand, connection_options.status(), kExitUsage);
+  if (!connection_options.ok())
+    return report_error(kCommand, connection_options.status(), kExitUsage);
   auto connection = ServerConnection::open(*connection_options);
   if (!connection.ok()) return report_error(kCommand, connection.status());
 
