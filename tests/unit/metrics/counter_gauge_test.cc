@@ -13,7 +13,7 @@ TEST(CounterTest, OnlyGoesUp) {
   EXPECT_EQ(c.Value(), 0);
   c.Increment();
   c.Increment(2.5);
-  c.Increment(-10);          // ignored
+  c.Increment(-10);           // ignored
   c.Increment(std::nan(""));  // ignored
   EXPECT_DOUBLE_EQ(c.Value(), 3.5);
   EXPECT_DOUBLE_EQ(c.Collect().counter.value, 3.5);

@@ -10,7 +10,8 @@ namespace {
 
 std::vector<uint64_t> cumulative_counts(const Histogram& h) {
   std::vector<uint64_t> out;
-  for (const ClientMetric::Bucket& b : h.Collect().histogram.bucket) out.push_back(b.cumulative_count);
+  for (const ClientMetric::Bucket& b : h.Collect().histogram.bucket)
+    out.push_back(b.cumulative_count);
   return out;
 }
 
@@ -24,11 +25,11 @@ TEST(HistogramTest, ValueOnABoundaryCountsInThatBucket) {
 
 TEST(HistogramTest, ValuesFallIntoTheFirstBucketThatHoldsThem) {
   Histogram h({1.0, 2.0, 5.0});
-  h.Observe(-3.0);   // below every bound: first bucket
-  h.Observe(0.5);    // le="1"
-  h.Observe(1.0001); // le="2"
-  h.Observe(4.9);    // le="5"
-  h.Observe(5.1);    // +Inf only
+  h.Observe(-3.0);                                     // below every bound: first bucket
+  h.Observe(0.5);                                      // le="1"
+  h.Observe(1.0001);                                   // le="2"
+  h.Observe(4.9);                                      // le="5"
+  h.Observe(5.1);                                      // +Inf only
   h.Observe(std::numeric_limits<double>::infinity());  // +Inf only
   EXPECT_EQ(cumulative_counts(h), (std::vector<uint64_t>{2, 3, 4, 6}));
   const ClientMetric m = h.Collect();

@@ -15,7 +15,8 @@ HttpParseResult parse(std::string_view data, HttpRequest* request = nullptr,
 
 TEST(HttpRequestParserTest, SimpleGet) {
   HttpRequest r;
-  const std::string data = "GET /metrics?name=x HTTP/1.1\r\nHost: a\r\nAccept:  text/plain \r\n\r\n";
+  const std::string data =
+      "GET /metrics?name=x HTTP/1.1\r\nHost: a\r\nAccept:  text/plain \r\n\r\n";
   const HttpParseResult p = parse(data, &r);
   ASSERT_EQ(p.state, HttpParseState::kComplete) << p.error;
   EXPECT_EQ(p.consumed, data.size());
@@ -176,8 +177,12 @@ TEST(HttpRequestParserTest, ArbitraryBytesNeverCrash) {
     }
     HttpRequest r;
     const HttpParseResult p = parse(data, &r);
-    if (p.state == HttpParseState::kComplete) EXPECT_LE(p.consumed, data.size());
-    if (p.state == HttpParseState::kError) EXPECT_GE(p.error_status, 400);
+    if (p.state == HttpParseState::kComplete) {
+      EXPECT_LE(p.consumed, data.size());
+    }
+    if (p.state == HttpParseState::kError) {
+      EXPECT_GE(p.error_status, 400);
+    }
   }
 }
 

@@ -94,7 +94,8 @@ TEST(RegistryDeathTest, ProgrammingErrorsAreFatalAndNamed) {
   EXPECT_DEATH(
       {
         Registry r;
-        BuildHistogram().Name("h").Help("h").Register(r).Add({{"le", "1"}}, Histogram::BucketBoundaries{1});
+        BuildHistogram().Name("h").Help("h").Register(r).Add({{"le", "1"}},
+                                                             Histogram::BucketBoundaries{1});
       },
       "reserved");
   EXPECT_DEATH(

@@ -20,7 +20,8 @@ TEST(TextSerializerTest, LabelValueEscaping) {
   EXPECT_EQ(escape_label_value("caf\xC3\xA9"), "caf\xC3\xA9");
   EXPECT_EQ(escape_label_value("bad\xFF!"), "bad\xEF\xBF\xBD!");
   EXPECT_EQ(escape_label_value("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
-  EXPECT_EQ(escape_label_value("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(escape_label_value("\xED\xA0\x80"),
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
   EXPECT_EQ(escape_label_value("cut\xE2\x82"), "cut\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 

@@ -1,0 +1,29 @@
+#include "server/admin_service.h"
+
+namespace tessera::server {
+
+tessera::v1::ServerStatus server_status(const ServingState& state) {
+  tessera::v1::ServerStatus status;
+  status.set_state(phase_name(state.phase()));
+  status.set_uptime_seconds(state.uptime_seconds());
+  if (ServedModel* model = state.model(); model != nullptr) {
+    const EngineStats& stats = model->engine().stats();
+    status.set_running_requests(stats.running.load(std::memory_order_relaxed));
+    status.set_waiting_requests(stats.waiting.load(std::memory_order_relaxed));
+    status.set_kv_cache_blocks_used(stats.kv_blocks_used.load(std::memory_order_relaxed));
+    status.set_kv_cache_blocks_total(stats.kv_blocks_total.load(std::memory_order_relaxed));
+    status.set_preemptions_total(stats.preemptions_total.load(std::memory_order_relaxed));
+  }
+  return status;
+}
+
+grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* context,
+                                                  const tessera::v1::GetStatusRequest*,
+                                                  tessera::v1::ServerStatus* response) {
+  *response = server_status(state_);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,171 @@
+#include "server/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "server/logging.h"
+#include "server/metrics/admin_routes.h"
+#include "server/server_credentials.h"
+
+namespace tessera::server {
+
+namespace {
+
+int to_ms(double seconds) { return static_cast<int>(std::min(seconds * 1000.0, 2.0e9)); }
+
+// The address with the port actually bound ("0.0.0.0:0" -> "0.0.0.0:43121").
+std::string bound_address(const std::string& listen, int port) {
+  if (listen.starts_with("unix:")) return listen;
+  return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) {}
+
+Daemon::~Daemon() {
+  if (model_) model_->engine().shutdown(absl::CancelledError("server shutting down"));
+  shutdown_server();
+  if (admin_http_) admin_http_->stop();
+  metrics_.set_engine_stats(nullptr);
+}
+
+absl::Status Daemon::start() {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = make_server_credentials(config_);
+  if (!credentials.ok()) return credentials.status();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  generation_ = std::make_unique<GenerationService>(state_);
+  admin_ = std::make_unique<AdminService>(state_);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config_.listen, *credentials, &port_);
+  builder.RegisterService(generation_.get());
+  builder.RegisterService(admin_.get());
+  const int max_message = static_cast<int>(std::min<int64_t>(config_.max_message_bytes, INT32_MAX));
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, to_ms(config_.keepalive_time_seconds));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, to_ms(config_.keepalive_timeout_seconds));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             to_ms(config_.keepalive_min_ping_interval_seconds));
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    return absl::UnavailableError(absl::StrCat(
+        "listen: cannot serve on \"", config_.listen,
+        "\": the address is invalid or in use, or the TLS certificate and key do not match"));
+  }
+  if (!config_.listen.starts_with("unix:") && port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("listen: cannot bind \"", config_.listen, "\""));
+  }
+  state_.attach_health(server_->GetHealthCheckService());
+  state_.set_metrics(&metrics_);
+
+  AdminHttpOptions admin;
+  admin.listen = config_.admin_listen;
+  admin.bearer_token = config_.admin_token;
+  admin_http_ = std::make_unique<AdminHttpServer>(admin);
+  if (absl::Status s = add_admin_routes(*admin_http_, readiness_, [this] { return metrics_.serialize(); });
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = admin_http_->start(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("admin_listen: ", std::string(s.message())));
+  }
+  spdlog::info("tesserad {} listening on {} ({}); loading {}", TESSERA_VERSION,
+               bound_address(config_.listen, port_), security_name(config_), config_.model);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::load_model() {
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<ServedModel>> model = ServedModel::load(config_);
+  if (!model.ok()) {
+    return absl::Status(model.status().code(), absl::StrCat("model \"", config_.model,
+                                                            "\": ", std::string(model.status().message())));
+  }
+  model_ = *std::move(model);
+  const tessera::v1::ModelInfo& model_info = model_->info();
+  model_->engine().set_observer(&metrics_);
+  metrics_.set_engine_stats(&model_->engine().stats(), model_info.backend());
+  metrics_.set_model_info({model_->id(), model_info.architecture(), model_info.dtype(),
+                           model_info.backend(), model_info.max_model_len()});
+  model_->engine().start();
+  readiness_.set_model_loaded(true);
+  // No warmup exists yet (it arrives with GEMM tuning): ready as soon as the model is.
+  readiness_.set_warmup_done(true);
+  state_.set_model(model_.get());
+  if (state_.phase() == Phase::kLoading) state_.set_phase(Phase::kServing);
+  const tessera::v1::ModelInfo& info = model_->info();
+  spdlog::info("serving model \"{}\" (loaded in {:.2f}s): {} layers, vocab {}, max_model_len {}, "
+               "KV cache {} blocks x {} tokens, max_num_seqs {}, max_batch_tokens {}",
+               model_->id(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+               info.num_layers(), info.vocab_size(), info.max_model_len(), info.kv_cache_blocks(),
+               info.kv_block_size(), info.max_num_seqs(), info.max_batch_tokens());
+  return absl::OkStatus();
+}
+
+void Daemon::cut_drain_short() {
+  {
+    std::lock_guard<std::mutex> lock(drain_mu_);
+    cut_short_ = true;
+  }
+  drain_cv_.notify_all();
+}
+
+void Daemon::drain() {
+  if (drained_.exchange(true)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  readiness_.set_draining();
+  state_.set_phase(Phase::kDraining);
+  if (model_) {
+    Engine& engine = model_->engine();
+    engine.stop_admitting();
+    const EngineStats& stats = engine.stats();
+    spdlog::info("draining: {} running, {} waiting; waiting up to {:.1f}s for them to finish",
+                 stats.running.load(), stats.waiting.load(), config_.drain_timeout_seconds);
+    const auto until = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                std::chrono::duration<double>(config_.drain_timeout_seconds));
+    {
+      std::unique_lock<std::mutex> lock(drain_mu_);
+      while (!engine.idle() && !cut_short_ && std::chrono::steady_clock::now() < until) {
+        drain_cv_.wait_for(lock, std::chrono::milliseconds(10));
+      }
+    }
+    bool forced;
+    {
+      std::lock_guard<std::mutex> lock(drain_mu_);
+      forced = cut_short_;
+    }
+    if (!engine.idle()) {
+      spdlog::warn("drain: cancelling {} running and {} waiting requests ({})", stats.running.load(),
+                   stats.waiting.load(), forced ? "second signal" : "drain_timeout passed");
+    }
+    engine.shutdown(absl::CancelledError(
+        forced ? std::string("server draining: shutdown forced before the request finished")
+               : absl::StrCat("server draining: the request did not finish within drain_timeout (",
+                              config_.drain_timeout_seconds, "s)")));
+  }
+  shutdown_server();
+  spdlog::info("drained in {:.2f}s; exiting",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void Daemon::shutdown_server() {
+  if (!server_) return;
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) health->Shutdown();
+  // Calls still open after a short grace (health watchers, calls just finishing) are cancelled.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server_->Wait();
+  state_.attach_health(nullptr);
+  server_.reset();
+}
+
+}  // namespace tessera::server

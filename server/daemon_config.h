@@ -1,0 +1,87 @@
+// tesserad's configuration: one YAML file plus a command-line flag for every key.
+// Precedence: flags > file (--config) > defaults. An unknown key or flag, or a value outside what
+// the key allows, is an error naming the key, the value, where it came from and what is allowed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tessera::server {
+
+struct DaemonConfig {
+  // Transport.
+  std::string listen = "0.0.0.0:50051";           // HOST:PORT (port 0: pick one) or unix:PATH
+  int64_t max_message_bytes = 4 * 1024 * 1024;    // largest request or response message
+  double keepalive_time_seconds = 60;             // server pings an idle connection this often
+  double keepalive_timeout_seconds = 20;          // ...and closes it when no ack comes in time
+  double keepalive_min_ping_interval_seconds = 10;  // clients may ping at most this often
+  std::string tls_cert;       // PEM server certificate chain; empty = plaintext
+  std::string tls_key;        // PEM private key of tls_cert
+  std::string tls_client_ca;  // PEM CA bundle; set = mTLS (clients must present a cert it signed)
+
+  // Model.
+  std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";  // GGUF file or HF directory
+  std::string model_id;  // the id clients name; empty = the model file's name without extension
+  int32_t threads = 0;   // CPU backend threads; 0 = every core
+
+  // Engine.
+  int32_t max_batch_tokens = 2048;  // tokens per engine step (decode + prefill chunks)
+  int32_t max_num_seqs = 256;       // sequences running at once
+  int32_t max_queue = 1024;         // requests submitted but not yet running
+  int32_t max_model_len = 0;        // prompt + max_tokens limit; 0 = the model's context
+  int32_t block_size = 16;          // KV cache tokens per block
+  int64_t kv_cache_bytes = 0;       // KV cache memory; 0 = kv_cache_fraction of free memory
+  double kv_cache_fraction = 0.25;  // of free memory, used when kv_cache_bytes is 0
+
+  // Admin HTTP listener: /metrics, /healthz, /readyz.
+  std::string admin_listen = "127.0.0.1:8002";  // HOST:PORT; loopback by default
+  std::string admin_token;  // bearer token required by mutating admin endpoints; empty = none
+
+  // Lifecycle and logs.
+  double drain_timeout_seconds = 30;  // on SIGTERM/SIGINT: how long in-flight requests may run
+  std::string log_level = "info";     // trace, debug, info, warn, error, critical, off
+  std::string log_format = "text";    // text or json (one object per line)
+};
+
+// One configuration key: its YAML name (the flag is the same with '-' for '_').
+struct ConfigKey {
+  std::string_view name;
+  std::string_view allowed;  // what values it takes, for errors and --help
+  std::string_view help;     // one line
+};
+const std::vector<ConfigKey>& config_keys();
+
+// Sets `key` from its text form; errors name the key, the value, `origin` and what is allowed.
+absl::Status set_config_value(DaemonConfig& config, std::string_view key, std::string_view value,
+                              std::string_view origin);
+// The key's current value in the form set_config_value takes.
+std::string config_value(const DaemonConfig& config, std::string_view key);
+
+// Applies a YAML file (a mapping of keys to scalars) over `config`.
+absl::Status apply_config_file(DaemonConfig& config, const std::string& path);
+// Applies YAML text (origin names it in errors).
+absl::Status apply_config_yaml(DaemonConfig& config, std::string_view yaml, std::string_view origin);
+// Checks what single keys cannot (TLS key without certificate, ...).
+absl::Status validate_config(const DaemonConfig& config);
+// The whole configuration as YAML (every key), as --print-config shows it.
+std::string config_to_yaml(const DaemonConfig& config);
+
+struct CommandLine {
+  DaemonConfig config;
+  std::string config_file;  // --config, empty when not given
+  bool help = false;
+  bool version = false;
+  bool print_config = false;
+};
+
+// Parses argv: --config FILE, then one --KEY VALUE / --KEY=VALUE per config key, --help,
+// --version, --print-config. Applies defaults, then the file, then the flags, and validates.
+absl::StatusOr<CommandLine> parse_command_line(int argc, const char* const* argv);
+std::string usage();
+
+}  // namespace tessera::server

@@ -1,0 +1,42 @@
+// tessera.v1.Generation on the gRPC callback API. Generate and GenerateStream are reactors
+// (generate_calls.h); Tokenize, ListModels and GetModelInfo answer at once on the default
+// reactor. Methods that take strings are registered raw so that the server parses requests itself
+// and can name the field of a malformed one (proto_codec.h).
+#pragma once
+
+#include "server/serving_state.h"
+#include "tessera/v1/tessera.grpc.pb.h"
+
+namespace tessera::server {
+
+using GenerationServiceBase = tessera::v1::Generation::WithRawCallbackMethod_Generate<
+    tessera::v1::Generation::WithRawCallbackMethod_GenerateStream<
+        tessera::v1::Generation::WithRawCallbackMethod_Tokenize<
+            tessera::v1::Generation::WithCallbackMethod_ListModels<
+                tessera::v1::Generation::WithRawCallbackMethod_GetModelInfo<
+                    tessera::v1::Generation::Service>>>>>;
+
+class GenerationService final : public GenerationServiceBase {
+ public:
+  explicit GenerationService(ServingState& state) : state_(state) {}
+
+  grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerateStream(grpc::CallbackServerContext* context,
+                                                             const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const tessera::v1::ListModelsRequest* request,
+                                       tessera::v1::ListModelsResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+
+ private:
+  ServingState& state_;
+};
+
+}  // namespace tessera::server

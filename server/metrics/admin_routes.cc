@@ -1,0 +1,29 @@
+#include "server/metrics/admin_routes.h"
+
+#include <utility>
+
+#include "runtime/status_macros.h"
+#include "server/metrics/text_serializer.h"
+
+namespace tessera::server {
+
+absl::Status add_admin_routes(AdminHttpServer& server, const ReadinessState& readiness,
+                              std::function<std::string()> metrics_text) {
+  TESSERA_RETURN_IF_ERROR(server.add_route(
+      "GET", "/metrics", [metrics_text = std::move(metrics_text)](const HttpRequest&) {
+        HttpResponse response;
+        response.content_type = metrics::kTextContentType;
+        response.body = metrics_text();
+        return response;
+      }));
+  TESSERA_RETURN_IF_ERROR(server.add_route(
+      "GET", "/healthz", [](const HttpRequest&) { return HttpResponse::text(200, "ok"); }));
+  TESSERA_RETURN_IF_ERROR(server.add_route("GET", "/readyz", [&readiness](const HttpRequest&) {
+    const std::string_view reason = readiness.not_ready_reason();
+    if (reason.empty()) return HttpResponse::text(200, "ready");
+    return HttpResponse::text(503, std::string(reason));
+  }));
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::server

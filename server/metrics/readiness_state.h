@@ -1,0 +1,35 @@
+// Whether the daemon should get traffic, for GET /readyz: ready only once the model is loaded
+// and warmup is done, and not while draining. The daemon sets the flags from any thread; the
+// admin listener reads them (atomics, no lock).
+#pragma once
+
+#include <atomic>
+#include <string_view>
+
+namespace tessera::server {
+
+class ReadinessState {
+ public:
+  void set_model_loaded(bool loaded) { model_loaded_.store(loaded, std::memory_order_release); }
+  // Warmup (GEMM tuning for the configured shapes). A daemon with nothing to warm up sets it
+  // together with the model.
+  void set_warmup_done(bool done) { warmup_done_.store(done, std::memory_order_release); }
+  // Draining is final for the process: readiness never comes back once it starts.
+  void set_draining() { draining_.store(true, std::memory_order_release); }
+
+  bool model_loaded() const { return model_loaded_.load(std::memory_order_acquire); }
+  bool warmup_done() const { return warmup_done_.load(std::memory_order_acquire); }
+  bool draining() const { return draining_.load(std::memory_order_acquire); }
+
+  bool ready() const { return not_ready_reason().empty(); }
+  // Empty when ready; otherwise why not, the first that applies: "draining", "model loading",
+  // "warmup in progress".
+  std::string_view not_ready_reason() const;
+
+ private:
+  std::atomic<bool> model_loaded_{false};
+  std::atomic<bool> warmup_done_{false};
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace tessera::server

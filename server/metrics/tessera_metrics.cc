@@ -1,0 +1,267 @@
+#include "server/metrics/tessera_metrics.h"
+
+#include <utility>
+
+#include "server/metrics/builder.h"
+#include "server/metrics/serving_buckets.h"
+#include "server/metrics/text_serializer.h"
+
+#ifndef TESSERA_VERSION
+#define TESSERA_VERSION "unknown"
+#endif
+#ifndef TESSERA_GPU_BACKEND
+#define TESSERA_GPU_BACKEND "unknown"
+#endif
+#ifndef TESSERA_BUILD_TYPE
+#define TESSERA_BUILD_TYPE "unknown"
+#endif
+
+namespace tessera::server {
+
+namespace {
+
+using metrics::BuildCounter;
+using metrics::BuildGauge;
+using metrics::BuildHistogram;
+
+const char* compiler_name() {
+#if defined(__clang__)
+  return "clang " __clang_version__;
+#elif defined(__GNUC__)
+  return "gcc " __VERSION__;
+#else
+  return "unknown";
+#endif
+}
+
+}  // namespace
+
+TesseraMetrics::TesseraMetrics()
+    : requests_(BuildCounter()
+                    .Name("tessera_requests_total")
+                    .Help("Requests finished, by gRPC status code and finish reason (none: "
+                          "answered before reaching the engine).")
+                    .Register(registry_)),
+      running_(BuildGauge()
+                   .Name("tessera_num_requests_running")
+                   .Help("Requests running in the engine's batch.")
+                   .Register(registry_)
+                   .Add({})),
+      waiting_(BuildGauge()
+                   .Name("tessera_num_requests_waiting")
+                   .Help("Requests admitted to the engine and waiting to be scheduled.")
+                   .Register(registry_)
+                   .Add({})),
+      queue_time_(BuildHistogram()
+                      .Name("tessera_request_queue_time_seconds")
+                      .Help("Time from arrival to first being scheduled.")
+                      .Register(registry_)
+                      .Add({}, queue_time_buckets())),
+      ttft_(BuildHistogram()
+                .Name("tessera_time_to_first_token_seconds")
+                .Help("Time from arrival to the first generated token.")
+                .Register(registry_)
+                .Add({}, ttft_buckets())),
+      inter_token_(BuildHistogram()
+                       .Name("tessera_inter_token_latency_seconds")
+                       .Help("Time between two consecutive generated tokens of one request.")
+                       .Register(registry_)
+                       .Add({}, inter_token_buckets())),
+      e2e_latency_(BuildHistogram()
+                       .Name("tessera_e2e_request_latency_seconds")
+                       .Help("Time from arrival to the last output of a request that reached the "
+                             "engine.")
+                       .Register(registry_)
+                       .Add({}, request_latency_buckets())),
+      prompt_tokens_(BuildCounter()
+                         .Name("tessera_prompt_tokens_total")
+                         .Help("Prompt tokens of requests the engine has scheduled.")
+                         .Register(registry_)
+                         .Add({})),
+      generation_tokens_(BuildCounter()
+                             .Name("tessera_generation_tokens_total")
+                             .Help("Tokens generated.")
+                             .Register(registry_)
+                             .Add({})),
+      step_seqs_(BuildHistogram()
+                     .Name("tessera_step_num_seqs")
+                     .Help("Sequences in one engine step's batch.")
+                     .Register(registry_)
+                     .Add({}, step_seqs_buckets())),
+      step_tokens_(
+          BuildHistogram()
+              .Name("tessera_step_num_tokens")
+              .Help("Tokens in one engine step's batch (decode tokens and prefill chunks).")
+              .Register(registry_)
+              .Add({}, step_tokens_buckets())),
+      step_duration_(BuildHistogram()
+                         .Name("tessera_step_duration_seconds")
+                         .Help("Duration of one engine step (forward, sampling, emission).")
+                         .Register(registry_)
+                         .Add({}, step_duration_buckets())),
+      preemptions_(BuildCounter()
+                       .Name("tessera_num_preemptions_total")
+                       .Help("Sequences preempted (by recompute) to free KV cache blocks.")
+                       .Register(registry_)
+                       .Add({})),
+      kv_blocks_used_(BuildGauge()
+                          .Name("tessera_kv_cache_used_blocks")
+                          .Help("KV cache blocks in use, per device.")
+                          .Register(registry_)),
+      kv_blocks_total_(BuildGauge()
+                           .Name("tessera_kv_cache_capacity_blocks")
+                           .Help("KV cache blocks in all, per device.")
+                           .Register(registry_)),
+      kv_usage_(BuildGauge()
+                    .Name("tessera_kv_cache_usage_ratio")
+                    .Help("Share of KV cache blocks in use, per device (0 to 1).")
+                    .Register(registry_)),
+      gpu_memory_used_(BuildGauge()
+                           .Name("tessera_gpu_memory_used_bytes")
+                           .Help("GPU memory in use, per device.")
+                           .Register(registry_)),
+      gpu_memory_total_(BuildGauge()
+                            .Name("tessera_gpu_memory_total_bytes")
+                            .Help("GPU memory, per device.")
+                            .Register(registry_)),
+      model_info_(BuildGauge()
+                      .Name("tessera_model_info")
+                      .Help("The served model (value 1).")
+                      .Register(registry_)),
+      build_info_(BuildGauge()
+                      .Name("tessera_build_info")
+                      .Help("The tesserad build (value 1).")
+                      .Register(registry_)) {
+  build_info_
+      .Add({{"version", TESSERA_VERSION},
+            {"gpu_backend", TESSERA_GPU_BACKEND},
+            {"build_type", TESSERA_BUILD_TYPE},
+            {"compiler", compiler_name()}})
+      .Set(1);
+}
+
+metrics::Counter& TesseraMetrics::request_counter(absl::StatusCode code, FinishReason reason) {
+  int c = static_cast<int>(code);
+  if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
+  int r = static_cast<int>(reason);
+  if (r < 0 || r >= kNumReasons) r = static_cast<int>(FinishReason::kNone);
+  std::atomic<metrics::Counter*>& slot = request_children_[c][r];
+  if (metrics::Counter* child = slot.load(std::memory_order_acquire)) return *child;
+  // First request with this pair: create the series (Family::Add takes its mutex once).
+  metrics::Counter& child =
+      requests_.Add({{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))},
+                     {"finish_reason", finish_reason_name(static_cast<FinishReason>(r))}});
+  slot.store(&child, std::memory_order_release);
+  return child;
+}
+
+void TesseraMetrics::on_step(const StepReport& step) {
+  step_seqs_.Observe(step.num_seqs);
+  step_tokens_.Observe(step.num_tokens);
+  step_duration_.Observe(step.seconds);
+}
+
+void TesseraMetrics::on_first_token(double ttft_seconds) {
+  ttft_.Observe(ttft_seconds);
+}
+
+void TesseraMetrics::on_inter_token(double seconds) {
+  inter_token_.Observe(seconds);
+}
+
+void TesseraMetrics::on_preemption() {
+  preemptions_.Increment();
+}
+
+void TesseraMetrics::on_finish(const FinishReport& report) {
+  request_counter(report.code, report.reason).Increment();
+  // 0 means the request was never scheduled (cancelled while waiting): no queue time to count.
+  if (report.queue_seconds > 0) queue_time_.Observe(report.queue_seconds);
+  e2e_latency_.Observe(report.total_seconds);
+}
+
+void TesseraMetrics::on_rejected(absl::StatusCode code) {
+  request_counter(code, FinishReason::kNone).Increment();
+}
+
+void TesseraMetrics::set_engine_stats(const EngineStats* stats, std::string kv_device) {
+  std::lock_guard<std::mutex> lock(scrape_mu_);
+  if (stats == stats_ && kv_device == kv_device_) return;
+  collect_locked();  // count the old engine's last tokens
+  if (stats != stats_) {
+    prompt_tokens_seen_ = 0;
+    generation_tokens_seen_ = 0;
+  }
+  if (kv_used_child_ != nullptr) kv_blocks_used_.Remove(kv_used_child_);
+  if (kv_total_child_ != nullptr) kv_blocks_total_.Remove(kv_total_child_);
+  if (kv_usage_child_ != nullptr) kv_usage_.Remove(kv_usage_child_);
+  kv_used_child_ = kv_total_child_ = kv_usage_child_ = nullptr;
+  stats_ = stats;
+  kv_device_ = std::move(kv_device);
+  if (stats_ == nullptr) {
+    running_.Set(0);
+    waiting_.Set(0);
+    return;
+  }
+  const metrics::Labels device = {{"device", kv_device_}};
+  kv_used_child_ = &kv_blocks_used_.Add(device);
+  kv_total_child_ = &kv_blocks_total_.Add(device);
+  kv_usage_child_ = &kv_usage_.Add(device);
+  collect_locked();
+}
+
+void TesseraMetrics::set_model_info(const ModelInfoLabels& info) {
+  std::lock_guard<std::mutex> lock(scrape_mu_);
+  if (model_info_child_ != nullptr) model_info_.Remove(model_info_child_);
+  model_info_child_ = &model_info_.Add({{"model_id", info.model_id},
+                                        {"architecture", info.architecture},
+                                        {"dtype", info.dtype},
+                                        {"backend", info.backend},
+                                        {"max_model_len", std::to_string(info.max_model_len)}});
+  model_info_child_->Set(1);
+}
+
+void TesseraMetrics::set_gpu_memory(std::string_view device, double used_bytes,
+                                    double total_bytes) {
+  const metrics::Labels labels = {{"device", std::string(device)}};
+  gpu_memory_used_.Add(labels).Set(used_bytes);
+  gpu_memory_total_.Add(labels).Set(total_bytes);
+}
+
+void TesseraMetrics::collect_locked() {
+  if (stats_ == nullptr) return;
+  running_.Set(static_cast<double>(stats_->running.load(std::memory_order_relaxed)));
+  waiting_.Set(static_cast<double>(stats_->waiting.load(std::memory_order_relaxed)));
+  const int64_t used = stats_->kv_blocks_used.load(std::memory_order_relaxed);
+  const int64_t total = stats_->kv_blocks_total.load(std::memory_order_relaxed);
+  kv_used_child_->Set(static_cast<double>(used));
+  kv_total_child_->Set(static_cast<double>(total));
+  kv_usage_child_->Set(total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0.0);
+  // Counters follow the engine's totals by their increase since the last scrape.
+  const auto follow = [](metrics::Counter& counter, int64_t now, int64_t& seen) {
+    if (now > seen) counter.Increment(static_cast<double>(now - seen));
+    seen = now;
+  };
+  follow(prompt_tokens_, stats_->prompt_tokens_total.load(std::memory_order_relaxed),
+         prompt_tokens_seen_);
+  follow(generation_tokens_, stats_->generation_tokens_total.load(std::memory_order_relaxed),
+         generation_tokens_seen_);
+}
+
+void TesseraMetrics::collect() {
+  std::lock_guard<std::mutex> lock(scrape_mu_);
+  collect_locked();
+}
+
+std::string TesseraMetrics::serialize() {
+  std::vector<metrics::MetricFamily> families;
+  {
+    std::lock_guard<std::mutex> lock(scrape_mu_);
+    collect_locked();
+    families = registry_.Collect();
+  }
+  for (metrics::MetricFamily& family : process_.Collect()) families.push_back(std::move(family));
+  return metrics::TextSerializer().Serialize(families);
+}
+
+}  // namespace tessera::server

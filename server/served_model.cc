@@ -1,0 +1,67 @@
+#include "server/served_model.h"
+
+#include <filesystem>
+
+#include "runtime/model/dtype.h"
+
+namespace tessera::server {
+
+std::string model_id_from_path(const std::string& path) {
+  std::filesystem::path p(path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+  if (p.extension() == ".gguf") return p.stem().string();
+  return p.filename().string();
+}
+
+InstanceOptions instance_options(const DaemonConfig& config) {
+  InstanceOptions options;
+  options.threads = config.threads;
+  options.limits.max_batch_tokens = config.max_batch_tokens;
+  options.limits.max_logit_rows = config.max_num_seqs;
+  options.block_size = config.block_size;
+  options.kv_cache_bytes = config.kv_cache_bytes;
+  options.kv_cache_fraction = config.kv_cache_fraction;
+  options.engine.max_num_seqs = config.max_num_seqs;
+  options.engine.max_queue = config.max_queue;
+  options.engine.max_model_len = config.max_model_len;
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::load(const DaemonConfig& config) {
+  absl::StatusOr<std::unique_ptr<ModelInstance>> instance =
+      ModelInstance::load(config.model, instance_options(config));
+  if (!instance.ok()) return instance.status();
+  std::unique_ptr<ServedModel> m(new ServedModel());
+  m->instance_ = *std::move(instance);
+  m->id_ = config.model_id.empty() ? model_id_from_path(config.model) : config.model_id;
+
+  ModelInstance& inst = *m->instance_;
+  const ModelConfig& mc = inst.config();
+  const EngineConfig& ec = inst.engine().config();
+  m->limits_.model_id = m->id_;
+  m->limits_.vocab_size = inst.tokenizer().vocab_size();
+  m->limits_.max_model_len = ec.max_model_len;
+  m->limits_.has_chat_template = inst.files().has_chat_template();
+
+  tessera::v1::ModelInfo& info = m->info_;
+  info.set_id(m->id_);
+  info.set_path(config.model);
+  info.set_architecture(mc.architecture);
+  info.set_vocab_size(m->limits_.vocab_size);
+  info.set_hidden_size(mc.hidden_size);
+  info.set_num_layers(mc.num_layers);
+  info.set_num_heads(mc.num_heads);
+  info.set_num_kv_heads(mc.num_kv_heads);
+  info.set_max_model_len(ec.max_model_len);
+  info.set_backend(inst.backend().name());
+  info.set_dtype(std::string(dtype_name(inst.backend().compute_dtype())));
+  info.set_weight_bytes(static_cast<int64_t>(inst.model().weight_bytes()));
+  info.set_kv_cache_blocks(inst.cache().allocator().num_blocks());
+  info.set_kv_block_size(inst.cache().block_size());
+  info.set_has_chat_template(m->limits_.has_chat_template);
+  info.set_max_num_seqs(ec.max_num_seqs);
+  info.set_max_batch_tokens(inst.model().limits().max_batch_tokens);
+  return m;
+}
+
+}  // namespace tessera::server

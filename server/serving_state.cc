@@ -1,0 +1,43 @@
+#include "server/serving_state.h"
+
+#include <grpcpp/health_check_service_interface.h>
+
+namespace tessera::server {
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kLoading: return "loading";
+    case Phase::kServing: return "serving";
+    case Phase::kDraining: return "draining";
+  }
+  return "unknown";
+}
+
+ServingState::ServingState() : started_(std::chrono::steady_clock::now()) {}
+
+void ServingState::set_phase(Phase phase) {
+  phase_.store(phase, std::memory_order_release);
+  publish_health();
+}
+
+void ServingState::attach_health(grpc::HealthCheckServiceInterface* health) {
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    health_ = health;
+  }
+  publish_health();
+}
+
+void ServingState::publish_health() {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  if (health_ == nullptr) return;
+  const bool serving = phase() == Phase::kServing;
+  health_->SetServingStatus("", serving);
+  health_->SetServingStatus(kGenerationServiceName, serving);
+}
+
+double ServingState::uptime_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+}
+
+}  // namespace tessera::server
