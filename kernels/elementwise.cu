@@ -1,0 +1,125 @@
+// Elementwise and row-wise GPU kernels: dtype conversion, embedding, RMSNorm (plain and fused
+// with the residual add), SiLU-and-mul, row gather. bf16 storage, fp32 arithmetic.
+#define TESSERA_GPU_KERNELS_ONLY
+#include "kernels/gpu_ops.h"
+
+namespace tessera::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float block_sum(float v, float* shared) {
+  for (int m = kWarpSize / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int n_warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < n_warps; ++w) total += shared[w];
+  __syncthreads();
+  return total;
+}
+
+__global__ void f32_to_bf16_kernel(const float* src, gpu_bf16* dst, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = __float2bfloat16(src[i]);
+  }
+}
+
+__global__ void embedding_kernel(const gpu_bf16* table, int64_t vocab, int64_t hidden,
+                                 const int32_t* ids, gpu_bf16* out) {
+  const int64_t t = blockIdx.x;
+  int64_t id = ids[t];
+  if (id < 0 || id >= vocab) id = 0;  // ids are validated upstream; clamp as the CPU does
+  const gpu_bf16* src = table + id * hidden;
+  gpu_bf16* dst = out + t * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = src[i];
+}
+
+__global__ void rms_norm_kernel(gpu_bf16* residual, const gpu_bf16* x, const gpu_bf16* w,
+                                int64_t hidden, float eps, gpu_bf16* out) {
+  __shared__ float shared[kThreads / kWarpSize + 1];
+  const int64_t row = blockIdx.x;
+  const gpu_bf16* xr = x + row * hidden;
+  gpu_bf16* rr = residual == nullptr ? nullptr : residual + row * hidden;
+  float sum_sq = 0.0f;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float v = __bfloat162float(xr[i]);
+    if (rr != nullptr) {
+      // The residual stream is stored in bf16: normalize what is stored, as later reads see it.
+      const gpu_bf16 s = __float2bfloat16(__bfloat162float(rr[i]) + v);
+      rr[i] = s;
+      v = __bfloat162float(s);
+    }
+    sum_sq += v * v;
+  }
+  const float inv_rms = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(hidden) + eps);
+  const gpu_bf16* src = rr != nullptr ? rr : xr;
+  gpu_bf16* o = out + row * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    o[i] = __float2bfloat16(__bfloat162float(src[i]) * inv_rms * __bfloat162float(w[i]));
+  }
+}
+
+__global__ void silu_mul_kernel(const gpu_bf16* gate_up, int64_t n, int64_t inter, gpu_bf16* out) {
+  const int64_t total = n * inter;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / inter, j = i % inter;
+    const float g = __bfloat162float(gate_up[t * 2 * inter + j]);
+    const float u = __bfloat162float(gate_up[t * 2 * inter + inter + j]);
+    out[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+  }
+}
+
+__global__ void gather_rows_kernel(const gpu_bf16* x, int64_t hidden, const int32_t* rows,
+                                   gpu_bf16* out) {
+  const int64_t r = blockIdx.x;
+  const gpu_bf16* src = x + static_cast<int64_t>(rows[r]) * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) out[r * hidden + i] = src[i];
+}
+
+unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 65536 ? (blocks < 1 ? 1 : blocks) : 65536);
+}
+
+}  // namespace
+
+gpuError_t f32_to_bf16(const float* src, gpu_bf16* dst, int64_t n, gpuStream_t stream) {
+  if (n <= 0) return gpuSuccess;
+  f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(src, dst, n);
+  return gpuGetLastError();
+}
+
+gpuError_t embedding(const gpu_bf16* table, int64_t vocab, int64_t hidden, const int32_t* ids,
+                     int64_t n, gpu_bf16* out, gpuStream_t stream) {
+  if (n <= 0) return gpuSuccess;
+  embedding_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(table, vocab, hidden, ids, out);
+  return gpuGetLastError();
+}
+
+gpuError_t rms_norm(gpu_bf16* residual, const gpu_bf16* x, const gpu_bf16* w, int64_t n,
+                    int64_t hidden, float eps, gpu_bf16* out, gpuStream_t stream) {
+  if (n <= 0) return gpuSuccess;
+  rms_norm_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(residual, x, w, hidden, eps, out);
+  return gpuGetLastError();
+}
+
+gpuError_t silu_mul(const gpu_bf16* gate_up, int64_t n, int64_t inter, gpu_bf16* out,
+                    gpuStream_t stream) {
+  if (n <= 0) return gpuSuccess;
+  silu_mul_kernel<<<grid_for(n * inter), kThreads, 0, stream>>>(gate_up, n, inter, out);
+  return gpuGetLastError();
+}
+
+gpuError_t gather_rows(const gpu_bf16* x, int64_t hidden, const int32_t* rows, int64_t n_rows,
+                       gpu_bf16* out, gpuStream_t stream) {
+  if (n_rows <= 0) return gpuSuccess;
+  gather_rows_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, hidden, rows, out);
+  return gpuGetLastError();
+}
+
+}  // namespace tessera::gpu

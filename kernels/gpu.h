@@ -1,0 +1,152 @@
+// The one place where CUDA and HIP differ. Everything under kernels/ uses the neutral gpu* names
+// below, so that a runtime call with no HIP twin cannot slip in, and kWarpSize instead of a
+// literal 32 (a CDNA wavefront is 64 lanes).
+#pragma once
+
+#include <string>
+
+// Kernel translation units (.cu) define TESSERA_GPU_KERNELS_ONLY to keep abseil out of the device
+// compiler; their launchers return gpuError_t, which the host code turns into a Status.
+#if !defined(TESSERA_GPU_KERNELS_ONLY)
+#include "absl/status/status.h"
+#include "runtime/str_cat.h"
+#endif
+
+#if defined(TESSERA_GPU_HIP) || defined(__HIP_PLATFORM_AMD__)
+#include <hip/hip_bf16.h>
+#include <hip/hip_runtime.h>
+#define TESSERA_HIP 1
+using gpuError_t = hipError_t;
+using gpuStream_t = hipStream_t;
+using gpuEvent_t = hipEvent_t;
+using gpu_bf16 = __hip_bfloat16;
+inline constexpr gpuError_t gpuSuccess = hipSuccess;
+inline constexpr gpuError_t gpuErrorMemoryAllocation = hipErrorOutOfMemory;
+inline constexpr gpuError_t gpuErrorInvalidValue = hipErrorInvalidValue;
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetErrorName hipGetErrorName
+#define gpuGetLastError hipGetLastError
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
+#define gpuGetDeviceProperties hipGetDeviceProperties
+using gpuDeviceProp = hipDeviceProp_t;
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMallocHost hipHostMalloc
+#define gpuFreeHost hipHostFree
+#define gpuMemcpy hipMemcpy
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuMemGetInfo hipMemGetInfo
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuEventCreate hipEventCreate
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventDisableTiming hipEventDisableTiming
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuDeviceSynchronize hipDeviceSynchronize
+#else
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#define TESSERA_CUDA 1
+using gpuError_t = cudaError_t;
+using gpuStream_t = cudaStream_t;
+using gpuEvent_t = cudaEvent_t;
+using gpu_bf16 = __nv_bfloat16;
+inline constexpr gpuError_t gpuSuccess = cudaSuccess;
+inline constexpr gpuError_t gpuErrorMemoryAllocation = cudaErrorMemoryAllocation;
+inline constexpr gpuError_t gpuErrorInvalidValue = cudaErrorInvalidValue;
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetErrorName cudaGetErrorName
+#define gpuGetLastError cudaGetLastError
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+using gpuDeviceProp = cudaDeviceProp;
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMallocHost cudaMallocHost
+#define gpuFreeHost cudaFreeHost
+#define gpuMemcpy cudaMemcpy
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemGetInfo cudaMemGetInfo
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuEventCreate cudaEventCreate
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+#endif
+
+namespace tessera::gpu {
+
+// Lanes per warp (CUDA) or wavefront (CDNA). RDNA runs wave32, but tessera targets CDNA on ROCm.
+#if defined(TESSERA_HIP)
+inline constexpr int kWarpSize = 64;
+#else
+inline constexpr int kWarpSize = 32;
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// Butterfly shuffle within a warp, all lanes active.
+template <typename T>
+__device__ __forceinline__ T shfl_xor(T v, int lane_mask) {
+#if defined(TESSERA_HIP)
+  return __shfl_xor(v, lane_mask, kWarpSize);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask, kWarpSize);
+#endif
+}
+#endif
+
+#if !defined(TESSERA_GPU_KERNELS_ONLY)
+// The status of a failed runtime call: where, which call, and the runtime's own words.
+inline absl::Status status_from(gpuError_t err, const char* expr, const char* file, int line) {
+  return absl::InternalError(tessera::str_cat(file, ":", line, ": ", expr, " failed: ",
+                                              gpuGetErrorName(err), " (", gpuGetErrorString(err),
+                                              ")"));
+}
+
+#endif  // !TESSERA_GPU_KERNELS_ONLY
+
+}  // namespace tessera::gpu
+
+#if !defined(TESSERA_GPU_KERNELS_ONLY)
+// Evaluates a runtime call; on failure returns an absl::Status (Internal) from the enclosing
+// function naming the file, line, call and error string.
+#define GPU_CHECK(expr)                                                              \
+  do {                                                                               \
+    const gpuError_t tessera_gpu_err_ = (expr);                                      \
+    if (tessera_gpu_err_ != gpuSuccess) {                                            \
+      return ::tessera::gpu::status_from(tessera_gpu_err_, #expr, __FILE__, __LINE__); \
+    }                                                                                \
+  } while (0)
+
+// The same as an expression: the status of `expr` (Ok on success), for functions that record
+// errors instead of returning them.
+#define GPU_STATUS(expr)                                                                 \
+  ([&]() -> ::absl::Status {                                                             \
+    const gpuError_t tessera_gpu_err_ = (expr);                                          \
+    return tessera_gpu_err_ == gpuSuccess                                                \
+               ? ::absl::OkStatus()                                                      \
+               : ::tessera::gpu::status_from(tessera_gpu_err_, #expr, __FILE__, __LINE__); \
+  }())
+#endif  // !TESSERA_GPU_KERNELS_ONLY

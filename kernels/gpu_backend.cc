@@ -1,0 +1,332 @@
+#include "kernels/gpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "runtime/model/dtype.h"
+#include "runtime/str_cat.h"
+
+namespace tessera {
+
+namespace {
+
+gpu_bf16* bf16_ptr(const Tensor& t) { return static_cast<gpu_bf16*>(t.data); }
+
+}  // namespace
+
+int GpuBackend::device_count() {
+  int n = 0;
+  if (gpuGetDeviceCount(&n) != gpuSuccess) {
+    (void)gpuGetLastError();  // no driver or no device: clear the sticky error
+    return 0;
+  }
+  return n;
+}
+
+absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(int device) {
+  const int n = device_count();
+  if (device < 0 || device >= n) {
+    return absl::FailedPreconditionError(
+        str_cat("gpu: device ", device, " requested but ", n, " GPU(s) are visible"));
+  }
+  std::unique_ptr<GpuBackend> b(new GpuBackend(device));
+  if (absl::Status s = b->init(); !s.ok()) return s;
+  return b;
+}
+
+absl::Status GpuBackend::init() {
+  GPU_CHECK(gpuSetDevice(device_));
+  gpuDeviceProp prop{};
+  GPU_CHECK(gpuGetDeviceProperties(&prop, device_));
+  name_ = str_cat("gpu:", device_, " (", prop.name, ")");
+  GPU_CHECK(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking));
+  GPU_CHECK(gpuEventCreateWithFlags(&step_copied_, gpuEventDisableTiming));
+  GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&scratch_), kScratchFloats * sizeof(float)));
+  return gpu::Gemm::create(&gemm_);
+}
+
+GpuBackend::~GpuBackend() {
+  if (stream_ != nullptr) (void)gpuStreamSynchronize(stream_);
+  gemm_.reset();
+  if (scratch_ != nullptr) (void)gpuFree(scratch_);
+  if (step_dev_ != nullptr) (void)gpuFree(step_dev_);
+  if (step_host_ != nullptr) (void)gpuFreeHost(step_host_);
+  if (pinned_ != nullptr) (void)gpuFreeHost(pinned_);
+  if (step_copied_ != nullptr) (void)gpuEventDestroy(step_copied_);
+  if (stream_ != nullptr) (void)gpuStreamDestroy(stream_);
+}
+
+void GpuBackend::record(absl::Status s) {
+  if (!s.ok() && error_.ok()) error_ = std::move(s);
+}
+
+bool GpuBackend::check_dtype(const Tensor& t, DType want, const char* op, const char* what) {
+  if (t.dtype == want) return true;
+  record(absl::InvalidArgumentError(str_cat(name_, ": ", op, ": ", what, " is ",
+                                            dtype_name(t.dtype), ", expected ", dtype_name(want))));
+  return false;
+}
+
+// --- memory ---------------------------------------------------------------------------------
+
+absl::StatusOr<DeviceBuffer> GpuBackend::allocate(size_t bytes) {
+  void* p = nullptr;
+  const gpuError_t err = gpuMalloc(&p, bytes == 0 ? 1 : bytes);
+  if (err == gpuErrorMemoryAllocation) {
+    (void)gpuGetLastError();
+    return absl::ResourceExhaustedError(str_cat(name_, ": cannot allocate ", bytes,
+                                                " bytes; ", free_memory(), " bytes free"));
+  }
+  if (err != gpuSuccess) {
+    (void)gpuGetLastError();
+    return gpu::status_from(err, "gpuMalloc", __FILE__, __LINE__);
+  }
+  return DeviceBuffer(this, p, bytes);
+}
+
+void GpuBackend::free(void* data) { record(GPU_STATUS(gpuFree(data))); }
+
+void GpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  record(GPU_STATUS(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDeviceToHost, stream_)));
+  record(GPU_STATUS(gpuStreamSynchronize(stream_)));
+}
+
+size_t GpuBackend::free_memory() const {
+  size_t free_bytes = 0, total = 0;
+  if (gpuMemGetInfo(&free_bytes, &total) != gpuSuccess) {
+    (void)gpuGetLastError();
+    return 0;
+  }
+  return free_bytes;
+}
+
+absl::Status GpuBackend::ensure_pinned(size_t bytes) {
+  if (bytes <= pinned_bytes_) return absl::OkStatus();
+  if (pinned_ != nullptr) {
+    GPU_CHECK(gpuStreamSynchronize(stream_));
+    GPU_CHECK(gpuFreeHost(pinned_));
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+  }
+  GPU_CHECK(gpuMallocHost(reinterpret_cast<void**>(&pinned_), bytes));
+  pinned_bytes_ = bytes;
+  return absl::OkStatus();
+}
+
+absl::Status GpuBackend::upload(const float* src, int64_t n, const Tensor& dst) {
+  if (dst.numel() != n) {
+    return absl::InvalidArgumentError(str_cat(name_, ": upload of ", n, " values into a tensor of ",
+                                              dst.numel()));
+  }
+  if (dst.dtype == DType::kF32) {
+    GPU_CHECK(gpuMemcpyAsync(dst.data, src, n * sizeof(float), gpuMemcpyHostToDevice, stream_));
+    return absl::OkStatus();
+  }
+  if (dst.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(str_cat(name_, ": cannot upload into ", dtype_name(dst.dtype)));
+  }
+  for (int64_t done = 0; done < n;) {
+    const int64_t count = std::min<int64_t>(n - done, static_cast<int64_t>(kScratchFloats));
+    GPU_CHECK(gpuMemcpyAsync(scratch_, src + done, count * sizeof(float), gpuMemcpyHostToDevice,
+                             stream_));
+    GPU_CHECK(gpu::f32_to_bf16(scratch_, bf16_ptr(dst) + done, count, stream_));
+    done += count;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuBackend::load_weight(const WeightSource& weights, std::string_view name,
+                                     const Tensor& dst) {
+  std::span<const int64_t> shape(dst.shape.data(), dst.rank);
+  const size_t n = static_cast<size_t>(dst.numel());
+  if (absl::Status s = ensure_pinned(n * sizeof(float)); !s.ok()) return s;
+  // The previous tensor's chunks may still be in flight from the pinned buffer.
+  GPU_CHECK(gpuStreamSynchronize(stream_));
+  if (absl::Status s = weights.read_f32(name, shape, std::span<float>(pinned_, n)); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = upload(pinned_, static_cast<int64_t>(n), dst); !s.ok()) return s;
+  GPU_CHECK(gpuStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+void GpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {
+  // Small host tables (inv_freq): stage through pinned memory so the copy is truly async-safe.
+  absl::Status s = ensure_pinned(src.size_bytes());
+  if (s.ok()) s = GPU_STATUS(gpuStreamSynchronize(stream_));
+  if (s.ok()) {
+    std::memcpy(pinned_, src.data(), src.size_bytes());
+    s = upload(pinned_, static_cast<int64_t>(src.size()), dst);
+  }
+  if (s.ok()) s = GPU_STATUS(gpuStreamSynchronize(stream_));
+  record(std::move(s));
+}
+
+// --- the step -------------------------------------------------------------------------------
+
+void GpuBackend::begin_step(const StepBatch& batch) {
+  const int32_t n = batch.num_tokens(), seqs = batch.num_seqs();
+  const size_t tables = batch.block_tables.size(), logits = batch.logits_rows.size();
+  // Layout: token_ids, positions, slot_mapping, seq_of [n]; query_start [seqs + 1];
+  // context_len [seqs]; block_tables; logits_rows.
+  const size_t total = 4 * static_cast<size_t>(n) + 2 * seqs + 1 + tables + logits;
+  if (total > step_capacity_) {
+    const size_t cap = std::max(total, 2 * step_capacity_);
+    record(GPU_STATUS(gpuStreamSynchronize(stream_)));
+    if (step_dev_ != nullptr) record(GPU_STATUS(gpuFree(step_dev_)));
+    if (step_host_ != nullptr) record(GPU_STATUS(gpuFreeHost(step_host_)));
+    step_dev_ = nullptr;
+    step_host_ = nullptr;
+    step_capacity_ = 0;
+    absl::Status s = GPU_STATUS(gpuMalloc(reinterpret_cast<void**>(&step_dev_), cap * 4));
+    if (s.ok()) s = GPU_STATUS(gpuMallocHost(reinterpret_cast<void**>(&step_host_), cap * 4));
+    if (!s.ok()) {
+      record(std::move(s));
+      step_ = gpu::DeviceStep{};
+      return;
+    }
+    step_capacity_ = cap;
+  } else {
+    // The previous step's copy must have left the pinned buffer before it is overwritten.
+    record(GPU_STATUS(gpuEventSynchronize(step_copied_)));
+  }
+  int32_t* h = step_host_;
+  size_t off = 0;
+  auto put = [&](const int32_t* src, size_t count) {
+    if (count > 0) std::memcpy(h + off, src, count * 4);
+    const int32_t* dev = step_dev_ + off;
+    off += count;
+    return dev;
+  };
+  std::vector<int32_t> seq_of(n, 0);
+  for (int32_t s = 0; s < seqs; ++s) {
+    for (int32_t t = batch.query_start[s]; t < batch.query_start[s + 1] && t < n; ++t) seq_of[t] = s;
+  }
+  gpu::DeviceStep d;
+  d.token_ids = put(batch.token_ids.data(), n);
+  d.positions = put(batch.positions.data(), n);
+  d.slot_mapping = put(batch.slot_mapping.data(), n);
+  d.seq_of = put(seq_of.data(), n);
+  d.query_start = put(batch.query_start.data(), batch.query_start.size());
+  d.context_len = put(batch.context_len.data(), seqs);
+  d.block_tables = put(batch.block_tables.data(), tables);
+  d.logits_rows = put(batch.logits_rows.data(), logits);
+  d.num_tokens = n;
+  d.num_seqs = seqs;
+  d.max_blocks = batch.max_blocks;
+  d.num_logits = static_cast<int32_t>(logits);
+  record(GPU_STATUS(gpuMemcpyAsync(step_dev_, step_host_, off * 4, gpuMemcpyHostToDevice, stream_)));
+  record(GPU_STATUS(gpuEventRecord(step_copied_, stream_)));
+  step_ = d;
+}
+
+void GpuBackend::embedding(const Tensor& table, const Tensor& out) {
+  if (!check_dtype(table, DType::kBF16, "embedding", "table") ||
+      !check_dtype(out, DType::kBF16, "embedding", "out")) {
+    return;
+  }
+  record(GPU_STATUS(gpu::embedding(bf16_ptr(table), table.dim(0), table.dim(1), step_.token_ids,
+                                   step_.num_tokens, bf16_ptr(out), stream_)));
+}
+
+void GpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+  if (!check_dtype(x, DType::kBF16, "rms_norm", "x") ||
+      !check_dtype(w, DType::kBF16, "rms_norm", "w") ||
+      !check_dtype(out, DType::kBF16, "rms_norm", "out")) {
+    return;
+  }
+  record(GPU_STATUS(gpu::rms_norm(nullptr, bf16_ptr(x), bf16_ptr(w), x.dim(0), x.dim(1), eps,
+                                  bf16_ptr(out), stream_)));
+}
+
+void GpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                              const Tensor& out) {
+  if (!check_dtype(residual, DType::kBF16, "add_rms_norm", "residual") ||
+      !check_dtype(x, DType::kBF16, "add_rms_norm", "x") ||
+      !check_dtype(w, DType::kBF16, "add_rms_norm", "w") ||
+      !check_dtype(out, DType::kBF16, "add_rms_norm", "out")) {
+    return;
+  }
+  record(GPU_STATUS(gpu::rms_norm(bf16_ptr(residual), bf16_ptr(x), bf16_ptr(w), x.dim(0),
+                                  x.dim(1), eps, bf16_ptr(out), stream_)));
+}
+
+void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
+  if (!check_dtype(x, DType::kBF16, "linear", "x") ||
+      !check_dtype(w, DType::kBF16, "linear", "w")) {
+    return;
+  }
+  gpu::Gemm::OutType type;
+  if (out.dtype == DType::kF32) {
+    type = gpu::Gemm::OutType::kF32;
+  } else if (check_dtype(out, DType::kBF16, "linear", "out")) {
+    type = gpu::Gemm::OutType::kBF16;
+  } else {
+    return;
+  }
+  record(gemm_->linear(bf16_ptr(x), bf16_ptr(w), out.data, type, x.dim(0), w.dim(0), w.dim(1),
+                       stream_));
+}
+
+void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
+                                const KvLayerView& cache) {
+  if (!check_dtype(qkv, DType::kBF16, "rope_and_cache", "qkv") ||
+      !check_dtype(inv_freq, DType::kF32, "rope_and_cache", "inv_freq") ||
+      !check_dtype(cache.k, DType::kBF16, "rope_and_cache", "k cache") ||
+      !check_dtype(cache.v, DType::kBF16, "rope_and_cache", "v cache")) {
+    return;
+  }
+  record(GPU_STATUS(gpu::rope_and_cache(bf16_ptr(qkv), inv_freq.as<float>(), step_,
+                                        shape.num_heads, shape.num_kv_heads, shape.head_dim,
+                                        bf16_ptr(cache.k), bf16_ptr(cache.v), stream_)));
+}
+
+void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
+                           float scale, const Tensor& out) {
+  if (!check_dtype(qkv, DType::kBF16, "attention", "qkv") ||
+      !check_dtype(cache.k, DType::kBF16, "attention", "k cache") ||
+      !check_dtype(out, DType::kBF16, "attention", "out")) {
+    return;
+  }
+  if (shape.head_dim > gpu::kMaxHeadDim) {
+    record(absl::InvalidArgumentError(str_cat(name_, ": attention: head_dim ", shape.head_dim,
+                                              " exceeds ", gpu::kMaxHeadDim)));
+    return;
+  }
+  record(GPU_STATUS(gpu::attention(bf16_ptr(qkv), bf16_ptr(cache.k), bf16_ptr(cache.v),
+                                   cache.block_size(), step_, shape.num_heads, shape.num_kv_heads,
+                                   shape.head_dim, scale, bf16_ptr(out), stream_)));
+}
+
+void GpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
+  if (!check_dtype(gate_up, DType::kBF16, "silu_mul", "gate_up") ||
+      !check_dtype(out, DType::kBF16, "silu_mul", "out")) {
+    return;
+  }
+  record(GPU_STATUS(gpu::silu_mul(bf16_ptr(gate_up), gate_up.dim(0), out.dim(1), bf16_ptr(out),
+                                  stream_)));
+}
+
+void GpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
+  if (!check_dtype(x, DType::kBF16, "gather_logit_rows", "x") ||
+      !check_dtype(out, DType::kBF16, "gather_logit_rows", "out")) {
+    return;
+  }
+  record(GPU_STATUS(gpu::gather_rows(bf16_ptr(x), x.dim(1), step_.logits_rows, step_.num_logits,
+                                     bf16_ptr(out), stream_)));
+}
+
+absl::Status GpuBackend::synchronize() {
+  const gpuError_t err = gpuStreamSynchronize(stream_);
+  if (err != gpuSuccess) {
+    record(absl::InternalError(str_cat(name_, ": stream synchronize failed: ", gpuGetErrorName(err),
+                                       " (", gpuGetErrorString(err), ")")));
+  }
+  // A failed step leaves the error for the caller once; the next step starts clean.
+  absl::Status s = std::move(error_);
+  error_ = absl::OkStatus();
+  return s;
+}
+
+}  // namespace tessera

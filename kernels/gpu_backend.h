@@ -1,0 +1,83 @@
+// The GPU backend: bf16 weights, activations and KV cache in device memory, fp32 accumulation,
+// one stream. Ops that cannot return a Status (the Backend seam's void ops) record the first
+// error they meet; synchronize() returns it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/gemm/gpu_gemm.h"
+#include "kernels/gpu_ops.h"
+#include "runtime/backend.h"
+
+namespace tessera {
+
+class GpuBackend final : public Backend {
+ public:
+  // GPUs visible to this process (0 when there is no driver or device).
+  static int device_count();
+  static absl::StatusOr<std::unique_ptr<GpuBackend>> create(int device = 0);
+  ~GpuBackend() override;
+
+  std::string name() const override { return name_; }
+  DType compute_dtype() const override { return DType::kBF16; }
+
+  absl::StatusOr<DeviceBuffer> allocate(size_t bytes) override;
+  void free(void* data) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  size_t free_memory() const override;
+  absl::Status load_weight(const WeightSource& weights, std::string_view name,
+                           const Tensor& dst) override;
+  void upload_f32(std::span<const float> src, const Tensor& dst) override;
+
+  void begin_step(const StepBatch& batch) override;
+  void embedding(const Tensor& table, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                    const Tensor& out) override;
+  void linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  void rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
+                      const KvLayerView& cache) override;
+  void attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape, float scale,
+                 const Tensor& out) override;
+  void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void gather_logit_rows(const Tensor& x, const Tensor& out) override;
+  absl::Status synchronize() override;
+
+  gpuStream_t stream() const { return stream_; }
+
+ private:
+  explicit GpuBackend(int device) : device_(device) {}
+  absl::Status init();
+  // Keeps the first error; later ones are dropped (they usually follow from it).
+  void record(absl::Status s);
+  bool check_dtype(const Tensor& t, DType want, const char* op, const char* what);
+  // Host fp32 -> device `dst` (bf16 or fp32) through the pinned staging and f32 scratch buffers.
+  absl::Status upload(const float* src, int64_t n, const Tensor& dst);
+  absl::Status ensure_pinned(size_t bytes);
+
+  int device_;
+  std::string name_;
+  gpuStream_t stream_ = nullptr;
+  std::unique_ptr<gpu::Gemm> gemm_;
+  absl::Status error_;
+
+  // Staging for weights: pinned host memory (grown to the largest tensor read so far) and a
+  // fixed-size fp32 device scratch that converts chunk by chunk into the bf16 destination.
+  float* pinned_ = nullptr;
+  size_t pinned_bytes_ = 0;
+  float* scratch_ = nullptr;
+  static constexpr size_t kScratchFloats = size_t{8} << 20;  // 32 MiB
+
+  // The step's int32 metadata: one pinned host buffer, one device buffer, one copy per step.
+  int32_t* step_host_ = nullptr;
+  int32_t* step_dev_ = nullptr;
+  size_t step_capacity_ = 0;  // int32 elements in each
+  gpuEvent_t step_copied_ = nullptr;
+  gpu::DeviceStep step_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,530 @@
+// GpuBackend against CpuBackend, op by op over shape sweeps, then a whole random-weight Llama
+// through LlamaModel on both. Inputs are random (never zeros) and exactly representable in bf16,
+// so that both backends see the same values; GPU outputs are poisoned (NaN) before each op so
+// that an unwritten element cannot pass. Errors are relative L2 norms, thresholds per dtype.
+// Every test skips when no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/gpu_backend.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model/half.h"
+#include "runtime/model/llama.h"
+#include "runtime/str_cat.h"
+
+namespace tessera {
+namespace {
+
+// bf16 has an 8-bit mantissa: one rounding is ~2^-9 relative; a few chained roundings stay well
+// under these.
+constexpr double kBf16Tol = 1e-2;
+constexpr double kBf16AttnTol = 2e-2;
+constexpr double kF32OutTol = 2e-3;
+
+float round_bf16(float x) { return bf16_to_float(float_to_bf16(x)); }
+
+// Relative L2 error of `got` against `want`; infinity when any value is not finite (a poisoned
+// element survived) or the sizes differ.
+double rel_err(const std::vector<float>& want, const std::vector<float>& got) {
+  if (want.size() != got.size()) return std::numeric_limits<double>::infinity();
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i]) || !std::isfinite(want[i])) {
+      return std::numeric_limits<double>::infinity();
+    }
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return den == 0.0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+// One tensor on each backend: fp32 on the CPU, `gpu_dtype` on the GPU.
+struct Pair {
+  DeviceBuffer cpu_buf, gpu_buf;
+  Tensor c, g;
+};
+
+class GpuKernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
+    static GpuBackend* backend = [] {
+      auto b = GpuBackend::create(0);
+      if (!b.ok()) {
+        std::fprintf(stderr, "GpuBackend::create: %s\n", b.status().ToString().c_str());
+        return static_cast<GpuBackend*>(nullptr);
+      }
+      return b->release();
+    }();
+    ASSERT_NE(backend, nullptr);
+    gpu_ = backend;
+  }
+
+  Pair make(std::initializer_list<int64_t> dims, DType gpu_dtype = DType::kBF16) {
+    Pair p;
+    p.c = Tensor(nullptr, DType::kF32, dims);
+    p.g = Tensor(nullptr, gpu_dtype, dims);
+    auto cb = cpu_.allocate(p.c.nbytes());
+    auto gb = gpu_->allocate(p.g.nbytes());
+    EXPECT_TRUE(cb.ok() && gb.ok());
+    p.c.data = cb->data();
+    p.g.data = gb->data();
+    p.cpu_buf = *std::move(cb);
+    p.gpu_buf = *std::move(gb);
+    return p;
+  }
+
+  // Random values in +-[lo, hi) (never zero), rounded to bf16 when the GPU side is bf16.
+  void fill(Pair& p, float hi = 1.0f, float lo = 0.05f) {
+    std::uniform_real_distribution<float> mag(lo, hi);
+    std::bernoulli_distribution sign(0.5);
+    std::vector<float> v(p.c.numel());
+    for (float& x : v) {
+      x = sign(rng_) ? mag(rng_) : -mag(rng_);
+      if (p.g.dtype == DType::kBF16) x = round_bf16(x);
+    }
+    set(p, v);
+  }
+  void set(Pair& p, const std::vector<float>& v) {
+    std::memcpy(p.c.data, v.data(), v.size() * sizeof(float));
+    gpu_->upload_f32(v, p.g);
+  }
+  void poison(Pair& p) {
+    std::vector<float> nan(p.c.numel(), std::numeric_limits<float>::quiet_NaN());
+    set(p, nan);
+  }
+  std::vector<float> cpu_values(const Pair& p) {
+    const float* f = p.c.as<float>();
+    return std::vector<float>(f, f + p.c.numel());
+  }
+  std::vector<float> gpu_values(const Pair& p) {
+    std::vector<float> out(p.g.numel());
+    if (p.g.dtype == DType::kF32) {
+      gpu_->copy_to_host(out.data(), p.g.data, p.g.nbytes());
+    } else {
+      std::vector<uint16_t> raw(p.g.numel());
+      gpu_->copy_to_host(raw.data(), p.g.data, p.g.nbytes());
+      for (size_t i = 0; i < raw.size(); ++i) out[i] = bf16_to_float(raw[i]);
+    }
+    return out;
+  }
+  double err(const Pair& p) {
+    EXPECT_TRUE(gpu_->synchronize().ok());
+    return rel_err(cpu_values(p), gpu_values(p));
+  }
+
+  GpuBackend* gpu_ = nullptr;
+  CpuBackend cpu_{2};
+  std::mt19937 rng_{1234};
+};
+
+// A step of several sequences, each {tokens already cached, new tokens}, over shuffled blocks.
+StepBatch make_batch(const std::vector<std::pair<int32_t, int32_t>>& seqs, int32_t block_size,
+                     int32_t num_blocks, int32_t vocab, std::mt19937& rng) {
+  std::vector<int32_t> blocks(num_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  StepBatch b;
+  int32_t max_blocks = 0;
+  for (auto [before, added] : seqs) max_blocks = std::max(max_blocks, (before + added + block_size - 1) / block_size);
+  b.max_blocks = max_blocks;
+  b.query_start.push_back(0);
+  size_t next_block = 0;
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  for (auto [before, added] : seqs) {
+    const int32_t ctx = before + added;
+    const int32_t n_blocks = (ctx + block_size - 1) / block_size;
+    std::vector<int32_t> table(max_blocks, -1);
+    for (int32_t i = 0; i < n_blocks; ++i) table[i] = blocks.at(next_block++);
+    for (int32_t i = 0; i < added; ++i) {
+      const int32_t pos = before + i;
+      b.token_ids.push_back(tok(rng));
+      b.positions.push_back(pos);
+      b.slot_mapping.push_back(table[pos / block_size] * block_size + pos % block_size);
+    }
+    b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+    b.context_len.push_back(ctx);
+    b.query_start.push_back(b.query_start.back() + added);
+    b.logits_rows.push_back(b.query_start.back() - 1);
+  }
+  return b;
+}
+
+std::vector<float> inv_freq(int32_t head_dim, float theta = 10000.0f) {
+  std::vector<float> f(head_dim / 2);
+  for (int32_t i = 0; i < head_dim / 2; ++i) {
+    f[i] = 1.0f / std::pow(theta, 2.0f * static_cast<float>(i) / static_cast<float>(head_dim));
+  }
+  return f;
+}
+
+TEST_F(GpuKernelTest, Embedding) {
+  for (int64_t hidden : {576, 4096, 1000}) {
+    const int64_t vocab = 1000;
+    Pair table = make({vocab, hidden}), out = make({37, hidden});
+    fill(table);
+    poison(out);
+    StepBatch b = make_batch({{0, 20}, {5, 17}}, 16, 8, static_cast<int32_t>(vocab), rng_);
+    b.token_ids[0] = 0;
+    b.token_ids[1] = static_cast<int32_t>(vocab - 1);
+    cpu_.begin_step(b);
+    gpu_->begin_step(b);
+    cpu_.embedding(table.c, out.c);
+    gpu_->embedding(table.g, out.g);
+    EXPECT_EQ(err(out), 0.0) << "hidden " << hidden;
+  }
+}
+
+TEST_F(GpuKernelTest, RmsNorm) {
+  for (auto [n, hidden] : std::vector<std::pair<int64_t, int64_t>>{{1, 576}, {7, 1000}, {64, 4096}, {3, 8192}}) {
+    Pair x = make({n, hidden}), w = make({hidden}), out = make({n, hidden});
+    fill(x, 3.0f);
+    fill(w, 1.5f, 0.5f);
+    poison(out);
+    cpu_.rms_norm(x.c, w.c, 1e-5f, out.c);
+    gpu_->rms_norm(x.g, w.g, 1e-5f, out.g);
+    const double e = err(out);
+    EXPECT_LT(e, kBf16Tol) << n << "x" << hidden;
+    std::printf("[ metric ] rms_norm %ldx%ld rel_err %.2e\n", long(n), long(hidden), e);
+  }
+}
+
+TEST_F(GpuKernelTest, AddRmsNorm) {
+  for (auto [n, hidden] : std::vector<std::pair<int64_t, int64_t>>{{1, 576}, {13, 1000}, {64, 4096}}) {
+    Pair r = make({n, hidden}), x = make({n, hidden}), w = make({hidden}), out = make({n, hidden});
+    fill(r, 4.0f);
+    fill(x, 2.0f);
+    fill(w, 1.5f, 0.5f);
+    poison(out);
+    cpu_.add_rms_norm(r.c, x.c, w.c, 1e-5f, out.c);
+    gpu_->add_rms_norm(r.g, x.g, w.g, 1e-5f, out.g);
+    const double e_out = err(out), e_res = err(r);
+    EXPECT_LT(e_out, kBf16Tol) << n << "x" << hidden;
+    EXPECT_LT(e_res, kBf16Tol) << n << "x" << hidden;
+    std::printf("[ metric ] add_rms_norm %ldx%ld rel_err out %.2e residual %.2e\n", long(n),
+                long(hidden), e_out, e_res);
+  }
+}
+
+TEST_F(GpuKernelTest, SiluMul) {
+  for (auto [n, inter] : std::vector<std::pair<int64_t, int64_t>>{{1, 1536}, {37, 2048}, {5, 1000}}) {
+    Pair gu = make({n, 2 * inter}), out = make({n, inter});
+    fill(gu, 4.0f);
+    poison(out);
+    cpu_.silu_mul(gu.c, out.c);
+    gpu_->silu_mul(gu.g, out.g);
+    const double e = err(out);
+    EXPECT_LT(e, kBf16Tol) << n << "x" << inter;
+    std::printf("[ metric ] silu_mul %ldx%ld rel_err %.2e\n", long(n), long(inter), e);
+  }
+}
+
+TEST_F(GpuKernelTest, GatherLogitRows) {
+  const int64_t hidden = 576;
+  StepBatch b = make_batch({{0, 20}, {3, 1}, {40, 9}, {0, 7}}, 16, 16, 100, rng_);
+  Pair x = make({b.num_tokens(), hidden});
+  Pair out = make({static_cast<int64_t>(b.logits_rows.size()), hidden});
+  fill(x);
+  poison(out);
+  cpu_.begin_step(b);
+  gpu_->begin_step(b);
+  cpu_.gather_logit_rows(x.c, out.c);
+  gpu_->gather_logit_rows(x.g, out.g);
+  EXPECT_EQ(err(out), 0.0);
+}
+
+TEST_F(GpuKernelTest, Linear) {
+  struct Case { int64_t m, n, k; DType out; };
+  const std::vector<Case> cases = {
+      {1, 576, 576, DType::kBF16},     {7, 1000, 576, DType::kBF16},   {37, 1536, 576, DType::kBF16},
+      {130, 1152, 960, DType::kBF16},  {64, 4096, 4096, DType::kBF16}, {1, 49152, 576, DType::kF32},
+      {5, 32000, 1024, DType::kF32},   {3, 1000, 100, DType::kF32}};
+  for (const Case& c : cases) {
+    Pair x = make({c.m, c.k}), w = make({c.n, c.k}), out = make({c.m, c.n}, c.out);
+    fill(x);
+    fill(w, 1.0f / std::sqrt(static_cast<float>(c.k)) * 2.0f, 0.01f / std::sqrt(static_cast<float>(c.k)));
+    poison(out);
+    cpu_.linear(x.c, w.c, out.c);
+    gpu_->linear(x.g, w.g, out.g);
+    const double e = err(out);
+    EXPECT_LT(e, c.out == DType::kF32 ? kF32OutTol : kBf16Tol) << c.m << "x" << c.n << "x" << c.k;
+    std::printf("[ metric ] linear m=%ld n=%ld k=%ld out=%s rel_err %.2e\n", long(c.m), long(c.n),
+                long(c.k), c.out == DType::kF32 ? "f32" : "bf16", e);
+  }
+}
+
+struct AttnCase {
+  int32_t head_dim, num_heads, num_kv_heads;
+  std::vector<std::pair<int32_t, int32_t>> seqs;  // {cached before, new}
+  const char* what;
+};
+
+std::vector<AttnCase> attention_cases() {
+  // Mixed: fresh prefill, a chunk after cached context, decodes at page boundaries (15, 16, 31,
+  // 32 cached), a one-token sequence, a chunk crossing pages.
+  const std::vector<std::pair<int32_t, int32_t>> mixed = {{0, 37}, {50, 23}, {128, 1}, {0, 1},
+                                                          {15, 1}, {16, 1}, {31, 33}, {32, 1}};
+  const std::vector<std::pair<int32_t, int32_t>> decode = {{1000, 1}, {517, 1}, {1, 1}, {255, 1}};
+  const std::vector<std::pair<int32_t, int32_t>> prefill = {{0, 100}, {0, 3}};
+  std::vector<AttnCase> cases;
+  for (int32_t d : {64, 128}) {
+    for (auto [h, kv] : std::vector<std::pair<int32_t, int32_t>>{{8, 8}, {16, 4}, {32, 4}}) {
+      cases.push_back({d, h, kv, mixed, "mixed"});
+      cases.push_back({d, h, kv, decode, "decode"});
+      cases.push_back({d, h, kv, prefill, "prefill"});
+    }
+  }
+  return cases;
+}
+
+TEST_F(GpuKernelTest, RopeAndCache) {
+  for (const AttnCase& c : attention_cases()) {
+    const int32_t block_size = 16, num_blocks = 128;
+    const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim};
+    StepBatch b = make_batch(c.seqs, block_size, num_blocks, 1000, rng_);
+    Pair qkv = make({b.num_tokens(), shape.qkv_width()});
+    Pair k = make({num_blocks, block_size, c.num_kv_heads, c.head_dim});
+    Pair v = make({num_blocks, block_size, c.num_kv_heads, c.head_dim});
+    Pair freq = make({c.head_dim / 2}, DType::kF32);
+    fill(qkv, 2.0f);
+    fill(k);
+    fill(v);
+    set(freq, inv_freq(c.head_dim));
+    cpu_.begin_step(b);
+    gpu_->begin_step(b);
+    cpu_.rope_and_cache(qkv.c, freq.c, shape, KvLayerView{k.c, v.c});
+    gpu_->rope_and_cache(qkv.g, freq.g, shape, KvLayerView{k.g, v.g});
+    const double eq = err(qkv), ek = err(k), ev = err(v);
+    EXPECT_LT(eq, kBf16Tol) << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
+    EXPECT_LT(ek, kBf16Tol) << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
+    EXPECT_EQ(ev, 0.0) << c.what << " d" << c.head_dim;  // v is copied, not rotated
+    std::printf("[ metric ] rope_and_cache %s d=%d heads=%d/%d rel_err qkv %.2e k %.2e v %.2e\n",
+                c.what, c.head_dim, c.num_heads, c.num_kv_heads, eq, ek, ev);
+  }
+}
+
+TEST_F(GpuKernelTest, Attention) {
+  for (const AttnCase& c : attention_cases()) {
+    const int32_t block_size = 16, num_blocks = 128;
+    const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim};
+    StepBatch b = make_batch(c.seqs, block_size, num_blocks, 1000, rng_);
+    Pair qkv = make({b.num_tokens(), shape.qkv_width()});
+    Pair k = make({num_blocks, block_size, c.num_kv_heads, c.head_dim});
+    Pair v = make({num_blocks, block_size, c.num_kv_heads, c.head_dim});
+    Pair out = make({b.num_tokens(), static_cast<int64_t>(c.num_heads) * c.head_dim});
+    fill(qkv, 2.0f);
+    fill(k, 2.0f);
+    fill(v);
+    poison(out);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    cpu_.begin_step(b);
+    gpu_->begin_step(b);
+    cpu_.attention(qkv.c, KvLayerView{k.c, v.c}, shape, scale, out.c);
+    gpu_->attention(qkv.g, KvLayerView{k.g, v.g}, shape, scale, out.g);
+    const double e = err(out);
+    EXPECT_LT(e, kBf16AttnTol) << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
+    std::printf("[ metric ] attention %s d=%d heads=%d/%d tokens=%d rel_err %.2e\n", c.what,
+                c.head_dim, c.num_heads, c.num_kv_heads, b.num_tokens(), e);
+  }
+}
+
+TEST_F(GpuKernelTest, ErrorsAreStatuses) {
+  auto huge = gpu_->allocate(size_t{1} << 50);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(huge.status().ToString().find("bytes free"), std::string::npos) << huge.status().ToString();
+  std::printf("[ metric ] oom message: %s\n", huge.status().ToString().c_str());
+  // A dtype mismatch is recorded and surfaces at synchronize, once.
+  Pair x = make({2, 64}, DType::kF32), w = make({64}), out = make({2, 64});
+  gpu_->rms_norm(x.g, w.g, 1e-5f, out.g);
+  const absl::Status s = gpu_->synchronize();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_TRUE(gpu_->synchronize().ok());
+}
+
+// --- end to end: a random-weight Llama on both backends ---------------------------------------
+
+class RandomLlama final : public WeightSource {
+ public:
+  RandomLlama() {
+    ModelConfig& c = config_;
+    c.architecture = "llama";
+    c.name = "random-llama";
+    c.vocab_size = 512;
+    c.hidden_size = 256;
+    c.intermediate_size = 640;
+    c.num_layers = 3;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 64;
+    c.max_position_embeddings = 1024;
+    c.rms_norm_eps = 1e-5f;
+    c.rope_theta = 10000.0f;
+    c.tie_word_embeddings = false;
+    const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+    const int64_t in = c.intermediate_size;
+    add("model.embed_tokens.weight", {c.vocab_size, h}, 1.0f, false);
+    add("model.norm.weight", {h}, 0.0f, true);
+    add("lm_head.weight", {c.vocab_size, h}, 3.0f / std::sqrt(float(h)), false);
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      auto n = [&](const char* s) { return str_cat("model.layers.", i, ".", s); };
+      add(n("input_layernorm.weight"), {h}, 0.0f, true);
+      add(n("post_attention_layernorm.weight"), {h}, 0.0f, true);
+      add(n("self_attn.q_proj.weight"), {q, h}, 2.0f / std::sqrt(float(h)), false);
+      add(n("self_attn.k_proj.weight"), {kv, h}, 2.0f / std::sqrt(float(h)), false);
+      add(n("self_attn.v_proj.weight"), {kv, h}, 1.0f / std::sqrt(float(h)), false);
+      add(n("self_attn.o_proj.weight"), {h, q}, 1.0f / std::sqrt(float(q)), false);
+      add(n("mlp.gate_proj.weight"), {in, h}, 1.0f / std::sqrt(float(h)), false);
+      add(n("mlp.up_proj.weight"), {in, h}, 1.0f / std::sqrt(float(h)), false);
+      add(n("mlp.down_proj.weight"), {h, in}, 1.0f / std::sqrt(float(in)), false);
+    }
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  const std::string& path() const override { return path_; }
+  std::vector<TensorInfo> tensors() const override {
+    std::vector<TensorInfo> out;
+    for (const auto& [name, t] : tensors_) out.push_back(t.info);
+    return out;
+  }
+  bool has(std::string_view name) const override { return tensors_.count(std::string(name)) > 0; }
+  absl::StatusOr<RawTensor> raw(std::string_view name) const override {
+    auto it = tensors_.find(std::string(name));
+    if (it == tensors_.end()) return absl::NotFoundError(str_cat("no tensor ", name));
+    RawTensor r;
+    r.info = it->second.info;
+    r.data = reinterpret_cast<const uint8_t*>(it->second.values.data());
+    r.nbytes = it->second.values.size() * sizeof(float);
+    return r;
+  }
+  absl::Status read_f32(std::string_view name, std::span<const int64_t> shape,
+                        std::span<float> out) const override {
+    auto it = tensors_.find(std::string(name));
+    if (it == tensors_.end()) return absl::NotFoundError(str_cat("no tensor ", name));
+    const auto& t = it->second;
+    if (!std::equal(shape.begin(), shape.end(), t.info.shape.begin(), t.info.shape.end()) ||
+        out.size() != t.values.size()) {
+      return absl::InvalidArgumentError(str_cat("shape mismatch for ", name));
+    }
+    std::copy(t.values.begin(), t.values.end(), out.begin());
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Stored {
+    TensorInfo info;
+    std::vector<float> values;
+  };
+  // Uniform values of standard deviation `std` (norm weights: 1 +- 0.2). Stored already rounded
+  // to bf16 so that both backends hold the same weights.
+  void add(const std::string& name, std::vector<int64_t> shape, float std, bool norm) {
+    Stored s;
+    s.info = TensorInfo{name, DType::kF32, shape};
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    s.values.resize(n);
+    const float a = norm ? 0.2f : std * std::sqrt(3.0f);
+    std::uniform_real_distribution<float> u(-a, a);
+    for (float& x : s.values) x = round_bf16(norm ? 1.0f + u(rng_) : u(rng_));
+    tensors_.emplace(name, std::move(s));
+  }
+
+  ModelConfig config_;
+  std::string path_ = "<random llama>";
+  std::map<std::string, Stored> tensors_;
+  std::mt19937 rng_{42};
+};
+
+TEST_F(GpuKernelTest, LlamaEndToEndMatchesCpu) {
+  RandomLlama weights;
+  const ForwardLimits limits{64, 4};
+  auto cpu_model = LlamaModel::load(weights, cpu_, limits);
+  ASSERT_TRUE(cpu_model.ok()) << cpu_model.status().ToString();
+  auto gpu_model = LlamaModel::load(weights, *gpu_, limits);
+  ASSERT_TRUE(gpu_model.ok()) << gpu_model.status().ToString();
+  const int32_t block_size = 16, num_blocks = 32;
+  auto cpu_cache = KvCache::create(cpu_, (*cpu_model)->kv_cache_shape(num_blocks, block_size));
+  auto gpu_cache = KvCache::create(*gpu_, (*gpu_model)->kv_cache_shape(num_blocks, block_size));
+  ASSERT_TRUE(cpu_cache.ok() && gpu_cache.ok());
+  const int64_t vocab = weights.config().vocab_size;
+
+  // Two sequences, prompts of 21 and 9 tokens, prefilled together, then 16 decode steps of both
+  // in one batch. Both backends are fed the CPU's greedy tokens (teacher forcing), so that one
+  // near-tie cannot derail the rest of the comparison.
+  std::vector<std::vector<int32_t>> tokens(2);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab) - 1);
+  for (int i = 0; i < 21; ++i) tokens[0].push_back(tok(rng_));
+  for (int i = 0; i < 9; ++i) tokens[1].push_back(tok(rng_));
+  // Block tables: sequence 0 on odd blocks from the top, sequence 1 on even ones.
+  auto slot = [&](int s, int32_t pos) {
+    const int32_t block = s == 0 ? num_blocks - 1 - 2 * (pos / block_size) : 2 * (pos / block_size);
+    return block * block_size + pos % block_size;
+  };
+  const int32_t max_blocks = 4;
+  std::vector<int32_t> cached(2, 0);
+  double worst = 0.0;
+  int mismatches = 0, near_ties = 0;
+  for (int step = 0; step <= 16; ++step) {
+    StepBatch b;
+    b.max_blocks = max_blocks;
+    b.query_start.push_back(0);
+    for (int s = 0; s < 2; ++s) {
+      const int32_t total = static_cast<int32_t>(tokens[s].size());
+      for (int32_t p = cached[s]; p < total; ++p) {
+        b.token_ids.push_back(tokens[s][p]);
+        b.positions.push_back(p);
+        b.slot_mapping.push_back(slot(s, p));
+      }
+      b.query_start.push_back(b.num_tokens());
+      b.context_len.push_back(total);
+      b.logits_rows.push_back(b.num_tokens() - 1);
+      for (int32_t j = 0; j < max_blocks; ++j) {
+        b.block_tables.push_back(j * block_size < total ? slot(s, j * block_size) / block_size : -1);
+      }
+      cached[s] = total;
+    }
+    std::vector<float> lc(2 * vocab), lg(2 * vocab, std::numeric_limits<float>::quiet_NaN());
+    ASSERT_TRUE((*cpu_model)->forward(b, **cpu_cache, lc).ok());
+    const absl::Status gs = (*gpu_model)->forward(b, **gpu_cache, lg);
+    ASSERT_TRUE(gs.ok()) << gs.ToString();
+    for (int s = 0; s < 2; ++s) {
+      std::vector<float> c(lc.begin() + s * vocab, lc.begin() + (s + 1) * vocab);
+      std::vector<float> g(lg.begin() + s * vocab, lg.begin() + (s + 1) * vocab);
+      const double e = rel_err(c, g);
+      worst = std::max(worst, e);
+      EXPECT_LT(e, 5e-2) << "step " << step << " seq " << s;
+      const auto cpu_best = std::max_element(c.begin(), c.end()) - c.begin();
+      const auto gpu_best = std::max_element(g.begin(), g.end()) - g.begin();
+      std::vector<float> sorted = c;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      const float margin = sorted[0] - sorted[1];
+      if (cpu_best != gpu_best) {
+        ++mismatches;
+        if (margin < 0.05f) ++near_ties;
+        EXPECT_LT(margin, 0.05f) << "greedy token differs at step " << step << " seq " << s
+                                 << " although the CPU's top-2 margin is " << margin;
+      }
+      tokens[s].push_back(static_cast<int32_t>(cpu_best));
+    }
+  }
+  std::printf("[ metric ] llama_e2e layers=3 hidden=256 gqa=2 steps=17 seqs=2 worst_logits_rel_err "
+              "%.2e greedy_mismatches %d (near ties %d) of 34\n", worst, mismatches, near_ties);
+}
+
+}  // namespace
+}  // namespace tessera
