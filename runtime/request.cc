@@ -42,13 +42,13 @@ std::optional<RequestOutput> OutputStream::try_next() {
 }
 
 void OutputStream::set_notifier(std::function<void()> notify) {
-  bool ready;
+  std::function<void()> ready_notify;  // called outside the lock, as push() does
   {
     std::lock_guard<std::mutex> lock(mu_);
     notify_ = std::move(notify);
-    ready = !queue_.empty();
+    if (!queue_.empty()) ready_notify = notify_;
   }
-  if (ready && notify_) notify_();
+  if (ready_notify) ready_notify();
 }
 
 }  // namespace tessera

@@ -6,12 +6,24 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/model_instance.h"
 #include "tools/cli_args.h"
+#include "tools/command_support.h"
 #include "tools/commands.h"
 #include "tools/generation_flags.h"
 
 namespace tessera::cli {
 
 namespace {
+
+constexpr char kUsage[] =
+    "usage: tessera run --model PATH [flags] \"PROMPT\"\n"
+    "  Generates offline (no server) on the CPU backend, streaming the text, then one summary\n"
+    "  line on stderr: prompt and generated tokens, prefill and decode tok/s.\n"
+    "      --model PATH            a .gguf file or a Hugging Face model directory (required)\n"
+    "      --chat                  render PROMPT as a user message with the model's chat template\n"
+    "      --max-tokens N          tokens to generate at most (default 256)\n"
+    "      --temperature T         0 = greedy (default 0.7)\n"
+    "      --top-k K, --top-p P, --min-p P, --seed S   sampling (seed: same seed, same output)\n"
+    "      --threads N             CPU threads (default: every core)\n";
 
 int fail(const absl::Status& status) {
   std::fprintf(stderr, "tessera run: %s\n", std::string(status.message()).c_str());
@@ -39,8 +51,9 @@ absl::Status read_sampling(const Args& args, Request& request) {
 
 int run_command(int argc, char** argv) {
   auto args = Args::parse(argc, argv, merge_flags({{"model", "threads"}, sampling_value_flags()}),
-                          {"chat"});
+                          {"chat", "help"});
   if (!args.ok()) return fail(args.status());
+  if (args->has("help")) return print_usage(kUsage);
   const std::string model_path = args->get("model");
   if (model_path.empty()) return fail(absl::InvalidArgumentError("--model PATH is required"));
   if (args->positional().size() != 1) {
