@@ -190,11 +190,17 @@ bool Engine::accept_token(Sequence* seq, const SampleResult& sample, RequestOutp
     reason = FinishReason::kStop;
     return true;
   }
-  StopStringMatcher::Result text = seq->stop_strings.push(seq->detokenizer.push(token));
-  out.text += text.text;
-  if (text.stopped && may_stop) {
-    reason = FinishReason::kStop;
-    return true;
+  std::string piece = seq->detokenizer.push(token);
+  if (!may_stop) {
+    // Stop strings do not apply before min_tokens: the text passes through whole.
+    out.text += piece;
+  } else {
+    StopStringMatcher::Result text = seq->stop_strings.push(piece);
+    out.text += text.text;
+    if (text.stopped) {
+      reason = FinishReason::kStop;
+      return true;
+    }
   }
   if (seq->generated() >= stop.max_tokens) {
     out.text += seq->stop_strings.push(seq->detokenizer.flush()).text;

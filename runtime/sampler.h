@@ -43,10 +43,10 @@ class Sampler {
 
   // Samples from `logits` [vocab] (overwritten: they are scratch space) and records the token.
   SampleResult sample(std::span<float> logits);
-  // Records a token chosen elsewhere (e.g. replayed after preemption).
-  void observe(int32_t token);
 
  private:
+  // Counts a token for the penalties.
+  void observe(int32_t token);
   void apply_penalties(std::span<float> logits) const;
 
   SamplingParams params_;

@@ -36,7 +36,6 @@ struct Sequence {
   Sampler sampler;
   IncrementalDetokenizer detokenizer;
   StopStringMatcher stop_strings;
-  int32_t preemptions = 0;
   std::optional<Clock::time_point> first_scheduled;
   std::optional<Clock::time_point> first_token;
   Clock::time_point last_token;  // when the latest token was sampled

@@ -3,7 +3,6 @@
 // wanted. Built on the host by the engine; a backend copies it to the device once per step.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -28,12 +27,6 @@ struct StepBatch {
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(context_len.size()); }
-  int32_t max_query_len() const {
-    int32_t m = 0;
-    for (size_t s = 0; s + 1 < query_start.size(); ++s)
-      m = std::max(m, query_start[s + 1] - query_start[s]);
-    return m;
-  }
   void clear() { *this = StepBatch{}; }
 };
 

@@ -101,6 +101,18 @@ absl::StatusOr<SubmittedRequest> parse_and_submit(grpc::CallbackServerContext* c
   return submit_generate(request, request_id, state, context->deadline());
 }
 
+// The client cancelled or its deadline passed: the status the call ends with. A cancel is passed
+// on to the engine; past the deadline the engine ends the request itself (DEADLINE_EXCEEDED,
+// blocks freed), so nothing is cancelled here.
+grpc::Status end_call_for_client(grpc::CallbackServerContext* context, const RequestHandle& handle,
+                                 const std::string& request_id) {
+  const bool deadline = deadline_passed(context);
+  if (!deadline) handle.cancel();
+  const char* what = deadline ? "deadline exceeded" : "cancelled by the client";
+  log_request(spdlog::level::debug, request_id, "{}", what);
+  return grpc::Status(deadline ? grpc::StatusCode::DEADLINE_EXCEEDED : grpc::StatusCode::CANCELLED, what);
+}
+
 // Generate: collects the outputs into one response.
 class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
  public:
@@ -130,13 +142,8 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
   void OnCancel() override {
     std::lock_guard<std::mutex> lock(link_->mu);
     if (finish_called_) return;
-    // Past the deadline the engine ends the request itself (DEADLINE_EXCEEDED, blocks freed).
-    const bool deadline = deadline_passed(context_);
-    if (!deadline) handle_.cancel();
-    log_request(spdlog::level::debug, request_id_, "{}", deadline ? "deadline exceeded" : "cancelled by the client");
     finish_called_ = true;
-    Finish(grpc::Status(deadline ? grpc::StatusCode::DEADLINE_EXCEEDED : grpc::StatusCode::CANCELLED,
-                        deadline ? "deadline exceeded" : "cancelled by the client"));
+    Finish(end_call_for_client(context_, handle_, request_id_));
   }
 
   void OnDone() override {
@@ -223,13 +230,8 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
   void OnCancel() override {
     std::lock_guard<std::mutex> lock(link_->mu);
     if (finish_called_ || ended_) return;
-    // Past the deadline the engine ends the request itself (DEADLINE_EXCEEDED, blocks freed).
-    const bool deadline = deadline_passed(context_);
-    if (!deadline) handle_.cancel();
-    log_request(spdlog::level::debug, request_id_, "{}", deadline ? "deadline exceeded" : "cancelled by the client");
     ended_ = true;
-    end_status_ = grpc::Status(deadline ? grpc::StatusCode::DEADLINE_EXCEEDED : grpc::StatusCode::CANCELLED,
-                               deadline ? "deadline exceeded" : "cancelled by the client");
+    end_status_ = end_call_for_client(context_, handle_, request_id_);
     pump_locked();
   }
 

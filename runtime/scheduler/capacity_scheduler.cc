@@ -8,7 +8,6 @@ void CapacityScheduler::preempt(Sequence* seq, std::deque<Sequence*>& waiting) {
   // Recompute: the blocks go, the tokens stay; re-admission prefills them all again.
   seq->blocks.release(allocator_);
   seq->num_computed = 0;
-  ++seq->preemptions;
   // Keep `waiting` in arrival order so that the oldest preempted sequence returns first.
   auto pos = std::find_if(waiting.begin(), waiting.end(), [&](const Sequence* w) {
     return w->arrival_order > seq->arrival_order;

@@ -225,6 +225,20 @@ TEST(Engine, StopsOnEosStopTokensAndStopStrings) {
   EXPECT_EQ(text, std::string(want.begin(), want.begin() + 2));
 }
 
+TEST(Engine, StopStringsDoNotApplyBeforeMinTokens) {
+  Harness h(64, 4, ForwardLimits{32, 8});
+  const std::vector<int32_t> prompt = prompt_of(6, 3);
+  const std::vector<int32_t> want = expected_tokens(prompt, 4);
+  auto r = h.request(prompt, 4);
+  r->stop.min_tokens = 4;
+  r->stop.stop_strings = {std::string(1, static_cast<char>(want[0]))};  // hit by the first token
+  auto outs = h.drain({*h.engine.submit(r)});
+  std::string text;
+  for (const auto& o : outs[r->id]) text += o.text;
+  EXPECT_EQ(outs[r->id].back().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(text, std::string(want.begin(), want.end()));  // nothing cut, nothing lost
+}
+
 struct CountingObserver : EngineObserver {
   void on_step(const StepReport& s) override {
     ++steps;
