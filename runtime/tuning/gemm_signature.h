@@ -1,0 +1,78 @@
+// The key of one tuned GEMM: dtypes, transposes, M, N, K and leading dimensions, in PyTorch
+// TunableOp's convention (column-major BLAS: C[m, n] = op(A)[m, k] * op(B)[k, n]).
+//
+// tessera's linear layer is row-major: out[tokens, out_features] = x[tokens, in] @ w[out, in]^T.
+// Read column-major, that is the BLAS call transa='T', transb='N', m=out, n=tokens, k=in,
+// lda=in, ldb=in, ldc=out -- exactly what PyTorch's F.linear produces, so a tessera results file
+// reads like a PyTorch one:
+//
+//   GemmTunableOp_BFloat16_TN,tn_4096_1_4096_ld_4096_4096_4096,<solution>,0.0123
+//
+// Op names follow PyTorch ("GemmTunableOp_<type>_<TA><TB>", type BFloat16 / Half / float). A GEMM
+// whose output dtype differs from its input dtype (tessera's lm_head: bf16 inputs, fp32 logits)
+// has no PyTorch twin; its op name appends "_F32out" ("GemmTunableOp_BFloat16_TN_F32out") so that
+// it never shares a result with the same-shape bf16-output GEMM, which runs different kernels.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tessera {
+
+// Element types a tuned GEMM reads or writes.
+enum class GemmDType { kBF16, kF16, kF32 };
+
+// PyTorch's type name: "BFloat16", "Half", "float".
+std::string_view gemm_dtype_name(GemmDType t);
+
+struct GemmSignature {
+  GemmDType dtype = GemmDType::kBF16;      // A and B
+  GemmDType out_dtype = GemmDType::kBF16;  // C: equal to dtype, or kF32 with 16-bit inputs
+  bool trans_a = false;
+  bool trans_b = false;
+  int64_t m = 0;  // rows of op(A) and C
+  int64_t n = 0;  // columns of op(B) and C
+  int64_t k = 0;  // columns of op(A), rows of op(B)
+  int64_t lda = 0;
+  int64_t ldb = 0;
+  int64_t ldc = 0;
+
+  // The BLAS call of a row-major linear layer (see the file comment):
+  // out[tokens, out_features] = x[tokens, in_features] @ w[out_features, in_features]^T.
+  static GemmSignature for_linear(int64_t tokens, int64_t out_features, int64_t in_features,
+                                  GemmDType dtype, GemmDType out_dtype);
+
+  // "GemmTunableOp_BFloat16_TN", or "..._TN_F32out" for fp32 output from 16-bit inputs.
+  std::string op_name() const;
+  // "tn_{m}_{n}_{k}_ld_{lda}_{ldb}_{ldc}" (PyTorch's format with leading dimensions).
+  std::string params() const;
+  // "op,params": the first two fields of a results-file line; unique per signature.
+  std::string key() const;
+
+  // Sizes positive; leading dimensions at least the stored rows (lda >= m, or k when trans_a;
+  // ldb >= k, or n when trans_b; ldc >= m); the dtype pair one that has an op name.
+  absl::Status validate() const;
+
+  // Inverse of op_name() / params(). Also reads PyTorch's older params without leading
+  // dimensions ("tn_200_100_20"), taking the smallest valid ones. The transposes in `params`
+  // must match the op name's. Errors name the text and what is wrong with it.
+  static absl::StatusOr<GemmSignature> parse(std::string_view op, std::string_view params);
+
+  friend bool operator==(const GemmSignature&, const GemmSignature&) = default;
+  // Orders by dtypes, transposes, then m, n, k: a linear layer's shapes group together, tokens
+  // ascending within them (the order of a results file).
+  friend auto operator<=>(const GemmSignature&, const GemmSignature&) = default;
+};
+
+// Prints key(), for logs and test failures.
+inline std::ostream& operator<<(std::ostream& os, const GemmSignature& s) {
+  return os << s.key();
+}
+
+}  // namespace tessera

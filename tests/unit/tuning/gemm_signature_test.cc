@@ -1,0 +1,149 @@
+// GemmSignature: PyTorch TunableOp's op names and params, the linear-layer mapping, parsing back.
+#include "runtime/tuning/gemm_signature.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(GemmSignature, LinearIsTransposedAWithTokensAsN) {
+  // out[1, 4096] = x[1, 4096] @ w[4096, 4096]^T: PyTorch F.linear's BLAS call.
+  const GemmSignature s =
+      GemmSignature::for_linear(1, 4096, 4096, GemmDType::kBF16, GemmDType::kBF16);
+  EXPECT_TRUE(s.trans_a);
+  EXPECT_FALSE(s.trans_b);
+  EXPECT_EQ(s.op_name(), "GemmTunableOp_BFloat16_TN");
+  EXPECT_EQ(s.params(), "tn_4096_1_4096_ld_4096_4096_4096");
+  EXPECT_EQ(s.key(), "GemmTunableOp_BFloat16_TN,tn_4096_1_4096_ld_4096_4096_4096");
+  EXPECT_TRUE(s.validate().ok()) << s.validate();
+}
+
+TEST(GemmSignature, LinearMapsOutFeaturesToMAndInFeaturesToK) {
+  // The documented PyTorch example: A[100, 20] @ W[200, 20]^T -> tn_200_100_20.
+  const GemmSignature s = GemmSignature::for_linear(100, 200, 20, GemmDType::kF32, GemmDType::kF32);
+  EXPECT_EQ(s.op_name(), "GemmTunableOp_float_TN");
+  EXPECT_EQ(s.params(), "tn_200_100_20_ld_20_20_200");
+  EXPECT_EQ(s.m, 200);
+  EXPECT_EQ(s.n, 100);
+  EXPECT_EQ(s.k, 20);
+}
+
+TEST(GemmSignature, OpNamesPerDtype) {
+  EXPECT_EQ(GemmSignature::for_linear(8, 16, 32, GemmDType::kF16, GemmDType::kF16).op_name(),
+            "GemmTunableOp_Half_TN");
+  // lm_head: bf16 inputs, fp32 logits -> its own op name.
+  EXPECT_EQ(GemmSignature::for_linear(8, 16, 32, GemmDType::kBF16, GemmDType::kF32).op_name(),
+            "GemmTunableOp_BFloat16_TN_F32out");
+  EXPECT_EQ(GemmSignature::for_linear(8, 16, 32, GemmDType::kF16, GemmDType::kF32).op_name(),
+            "GemmTunableOp_Half_TN_F32out");
+  GemmSignature nt;
+  nt.trans_b = true;
+  EXPECT_EQ(nt.op_name(), "GemmTunableOp_BFloat16_NT");
+}
+
+TEST(GemmSignature, F32OutputDiffersFromSameShapeBf16Output) {
+  const GemmSignature a = GemmSignature::for_linear(4, 128, 64, GemmDType::kBF16, GemmDType::kBF16);
+  const GemmSignature b = GemmSignature::for_linear(4, 128, 64, GemmDType::kBF16, GemmDType::kF32);
+  EXPECT_NE(a, b);
+  EXPECT_NE(a.key(), b.key());
+}
+
+TEST(GemmSignature, RoundTripsEveryCombination) {
+  for (GemmDType dt : {GemmDType::kBF16, GemmDType::kF16, GemmDType::kF32}) {
+    for (GemmDType out : {dt, GemmDType::kF32}) {
+      for (int t = 0; t < 4; ++t) {
+        GemmSignature s;
+        s.dtype = dt;
+        s.out_dtype = out;
+        s.trans_a = (t & 1) != 0;
+        s.trans_b = (t & 2) != 0;
+        s.m = 7;
+        s.n = 3;
+        s.k = 5;
+        s.lda = 11;
+        s.ldb = 13;
+        s.ldc = 17;
+        ASSERT_TRUE(s.validate().ok()) << s.validate();
+        absl::StatusOr<GemmSignature> back = GemmSignature::parse(s.op_name(), s.params());
+        ASSERT_TRUE(back.ok()) << back.status();
+        EXPECT_EQ(*back, s) << s.key();
+      }
+    }
+  }
+}
+
+TEST(GemmSignature, ParsesPyTorchParamsWithoutLeadingDimensions) {
+  absl::StatusOr<GemmSignature> s = GemmSignature::parse("GemmTunableOp_float_TN", "tn_200_100_20");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s, GemmSignature::for_linear(100, 200, 20, GemmDType::kF32, GemmDType::kF32));
+  absl::StatusOr<GemmSignature> nn =
+      GemmSignature::parse("GemmTunableOp_float_NN", "nn_1024_512_2048");
+  ASSERT_TRUE(nn.ok()) << nn.status();
+  EXPECT_EQ(nn->lda, 1024);  // m
+  EXPECT_EQ(nn->ldb, 2048);  // k
+  EXPECT_EQ(nn->ldc, 1024);  // m
+}
+
+TEST(GemmSignature, ParseErrorsNameWhatIsWrong) {
+  struct Case {
+    const char* op;
+    const char* params;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"GemmStridedBatchedTunableOp_float_TN", "tn_1_1_1", "does not start with GemmTunableOp_"},
+      {"GemmTunableOp_double_TN", "tn_1_1_1", "unknown type 'double'"},
+      {"GemmTunableOp_BFloat16_TX", "tn_1_1_1", "bad transposes 'TX'"},
+      {"GemmTunableOp_BFloat16_tn", "tn_1_1_1", "bad transposes 'tn'"},
+      {"GemmTunableOp_float_TN_F32out", "tn_1_1_1", "_F32out on a float GEMM"},
+      {"GemmTunableOp_BFloat16_TN", "nt_8_8_8", "differ from the op name's 'TN'"},
+      {"GemmTunableOp_BFloat16_TN", "TN_8_8_8", "bad transposes 'TN'"},
+      {"GemmTunableOp_BFloat16_TN", "tn_8_8", "wrong number of fields"},
+      {"GemmTunableOp_BFloat16_TN", "tn_8_x_8", "N 'x' is not an integer"},
+      {"GemmTunableOp_BFloat16_TN", "tn_8_8_8_ld_8_8_z", "LDC 'z' is not an integer"},
+      {"GemmTunableOp_BFloat16_TN", "tn_8_8_8_lx_8_8_8", "expected 'ld', found 'lx'"},
+      {"GemmTunableOp_BFloat16_TN", "tn_0_8_8", "sizes must be positive"},
+      {"GemmTunableOp_BFloat16_TN", "tn_8_8_64_ld_32_64_8", "lda=32 is less than 64 (k)"},
+      {"GemmTunableOp_BFloat16_TN", "tn_8_8_64_ld_64_64_4", "ldc=4 is less than 8 (m)"},
+      {"GemmTunableOp_BFloat16_NN", "nn_8_8_64_ld_8_32_8", "ldb=32 is less than 64 (k)"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<GemmSignature> s = GemmSignature::parse(c.op, c.params);
+    ASSERT_FALSE(s.ok()) << c.op << " " << c.params;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr(c.expect)) << c.op << " " << c.params;
+  }
+}
+
+TEST(GemmSignature, ParseErrorNamesTheText) {
+  absl::StatusOr<GemmSignature> s = GemmSignature::parse("GemmTunableOp_BFloat16_TN", "tn_8_8");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("'tn_8_8'"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("GemmTunableOp_BFloat16_TN"));
+}
+
+TEST(GemmSignature, ValidateRejectsImpossibleDtypePairs) {
+  GemmSignature s = GemmSignature::for_linear(1, 8, 8, GemmDType::kF32, GemmDType::kBF16);
+  EXPECT_THAT(std::string(s.validate().message()), HasSubstr("float inputs cannot write BFloat16"));
+  s = GemmSignature::for_linear(1, 8, 8, GemmDType::kBF16, GemmDType::kF16);
+  EXPECT_FALSE(s.validate().ok());
+}
+
+TEST(GemmSignature, OrdersByShapeThenTokens) {
+  const GemmSignature a =
+      GemmSignature::for_linear(1, 4096, 4096, GemmDType::kBF16, GemmDType::kBF16);
+  const GemmSignature b =
+      GemmSignature::for_linear(2, 4096, 4096, GemmDType::kBF16, GemmDType::kBF16);
+  const GemmSignature c =
+      GemmSignature::for_linear(1, 6144, 4096, GemmDType::kBF16, GemmDType::kBF16);
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, c);  // m (out features) before n (tokens)
+}
+
+}  // namespace
+}  // namespace tessera
