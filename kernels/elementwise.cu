@@ -1,5 +1,6 @@
 // Elementwise and row-wise GPU kernels: dtype conversion, embedding, RMSNorm (plain and fused
-// with the residual add), SiLU-and-mul, row gather. bf16 storage, fp32 arithmetic.
+// with the residual add), SiLU-and-mul, row gather, and a seeded uniform fill (benchmark inputs
+// made on the device). bf16 storage, fp32 arithmetic.
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/gpu_ops.h"
 
@@ -25,6 +26,17 @@ __global__ void f32_to_bf16_kernel(const float* src, gpu_bf16* dst, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     dst[i] = __float2bfloat16(src[i]);
+  }
+}
+
+__global__ void fill_uniform_kernel(gpu_bf16* dst, int64_t n, uint64_t seed, float lo, float hi) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint64_t z = seed + static_cast<uint64_t>(i + 1) * 0x9E3779B97F4A7C15ull;  // splitmix64
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    dst[i] = __float2bfloat16(lo + (hi - lo) * static_cast<float>(z >> 40) * (1.0f / 16777216.0f));
   }
 }
 
@@ -91,6 +103,13 @@ unsigned grid_for(int64_t n) {
 gpuError_t f32_to_bf16(const float* src, gpu_bf16* dst, int64_t n, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
   f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(src, dst, n);
+  return gpuGetLastError();
+}
+
+gpuError_t fill_uniform(gpu_bf16* dst, int64_t n, uint64_t seed, float lo, float hi,
+                        gpuStream_t stream) {
+  if (n <= 0) return gpuSuccess;
+  fill_uniform_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, n, seed, lo, hi);
   return gpuGetLastError();
 }
 

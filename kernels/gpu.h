@@ -3,6 +3,7 @@
 // literal 32 (a CDNA wavefront is 64 lanes).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 // Kernel translation units (.cu) define TESSERA_GPU_KERNELS_ONLY to keep abseil out of the device
@@ -13,13 +14,22 @@
 #endif
 
 #if defined(TESSERA_GPU_HIP) || defined(__HIP_PLATFORM_AMD__)
-#include <hip/hip_bf16.h>
 #include <hip/hip_runtime.h>
 #define TESSERA_HIP 1
 using gpuError_t = hipError_t;
 using gpuStream_t = hipStream_t;
 using gpuEvent_t = hipEvent_t;
+#if __has_include(<hip/hip_bf16.h>)
+#include <hip/hip_bf16.h>
 using gpu_bf16 = __hip_bfloat16;
+#else
+// ROCm before 5.7 (Debian's 5.2, which the build host's HIP drift check compiles with) has only
+// the hip_bfloat16 class: the CUDA-style conversion names on top of it.
+#include <hip/hip_bfloat16.h>
+using gpu_bf16 = hip_bfloat16;
+__host__ __device__ inline float __bfloat162float(hip_bfloat16 v) { return static_cast<float>(v); }
+__host__ __device__ inline hip_bfloat16 __float2bfloat16(float v) { return hip_bfloat16(v); }
+#endif
 inline constexpr gpuError_t gpuSuccess = hipSuccess;
 inline constexpr gpuError_t gpuErrorMemoryAllocation = hipErrorOutOfMemory;
 inline constexpr gpuError_t gpuErrorInvalidValue = hipErrorInvalidValue;
@@ -106,6 +116,17 @@ inline constexpr int kWarpSize = 32;
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
+// Two packed bf16 (low half first, as in memory) to floats; plain bit moves, the same on both
+// vendors.
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+// Two floats to packed bf16 (round to nearest even), low half first.
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const gpu_bf16 l = __float2bfloat16(lo), h = __float2bfloat16(hi);
+  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&l)) |
+         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&h)) << 16);
+}
+
 // Butterfly shuffle within a warp, all lanes active.
 template <typename T>
 __device__ __forceinline__ T shfl_xor(T v, int lane_mask) {

@@ -40,6 +40,7 @@ absl::Status GpuBackend::init() {
   gpuDeviceProp prop{};
   GPU_CHECK(gpuGetDeviceProperties(&prop, device_));
   name_ = str_cat("gpu:", device_, " (", prop.name, ")");
+  multiprocessors_ = prop.multiProcessorCount;
   GPU_CHECK(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking));
   GPU_CHECK(gpuEventCreateWithFlags(&step_copied_, gpuEventDisableTiming));
   GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&scratch_), kScratchFloats * sizeof(float)));
@@ -50,6 +51,7 @@ GpuBackend::~GpuBackend() {
   if (stream_ != nullptr) (void)gpuStreamSynchronize(stream_);
   gemm_.reset();
   if (scratch_ != nullptr) (void)gpuFree(scratch_);
+  if (decode_part_ != nullptr) (void)gpuFree(decode_part_);
   if (step_dev_ != nullptr) (void)gpuFree(step_dev_);
   if (step_host_ != nullptr) (void)gpuFreeHost(step_host_);
   if (pinned_ != nullptr) (void)gpuFreeHost(pinned_);
@@ -169,8 +171,8 @@ void GpuBackend::begin_step(const StepBatch& batch) {
   const int32_t n = batch.num_tokens(), seqs = batch.num_seqs();
   const size_t tables = batch.block_tables.size(), logits = batch.logits_rows.size();
   // Layout: token_ids, positions, slot_mapping, seq_of [n]; query_start [seqs + 1];
-  // context_len [seqs]; block_tables; logits_rows.
-  const size_t total = 4 * static_cast<size_t>(n) + 2 * seqs + 1 + tables + logits;
+  // context_len [seqs]; block_tables; logits_rows; prefill_seqs and decode_seqs [seqs in all].
+  const size_t total = 4 * static_cast<size_t>(n) + 3 * seqs + 1 + tables + logits;
   if (total > step_capacity_) {
     const size_t cap = std::max(total, 2 * step_capacity_);
     record(GPU_STATUS(gpuStreamSynchronize(stream_)));
@@ -200,10 +202,19 @@ void GpuBackend::begin_step(const StepBatch& batch) {
     return dev;
   };
   std::vector<int32_t> seq_of(n, 0);
-  for (int32_t s = 0; s < seqs; ++s) {
-    for (int32_t t = batch.query_start[s]; t < batch.query_start[s + 1] && t < n; ++t) seq_of[t] = s;
-  }
+  std::vector<int32_t> prefill_seqs, decode_seqs;
   gpu::DeviceStep d;
+  for (int32_t s = 0; s < seqs; ++s) {
+    const int32_t q_len = batch.query_start[s + 1] - batch.query_start[s];
+    for (int32_t t = batch.query_start[s]; t < batch.query_start[s + 1] && t < n; ++t) seq_of[t] = s;
+    if (q_len == 1) {
+      decode_seqs.push_back(s);
+      d.max_decode_context = std::max(d.max_decode_context, batch.context_len[s]);
+    } else if (q_len > 1) {
+      prefill_seqs.push_back(s);
+      d.max_prefill_q = std::max(d.max_prefill_q, q_len);
+    }
+  }
   d.token_ids = put(batch.token_ids.data(), n);
   d.positions = put(batch.positions.data(), n);
   d.slot_mapping = put(batch.slot_mapping.data(), n);
@@ -212,6 +223,10 @@ void GpuBackend::begin_step(const StepBatch& batch) {
   d.context_len = put(batch.context_len.data(), seqs);
   d.block_tables = put(batch.block_tables.data(), tables);
   d.logits_rows = put(batch.logits_rows.data(), logits);
+  d.prefill_seqs = put(prefill_seqs.data(), prefill_seqs.size());
+  d.decode_seqs = put(decode_seqs.data(), decode_seqs.size());
+  d.num_prefill_seqs = static_cast<int32_t>(prefill_seqs.size());
+  d.num_decode_seqs = static_cast<int32_t>(decode_seqs.size());
   d.num_tokens = n;
   d.num_seqs = seqs;
   d.max_blocks = batch.max_blocks;
@@ -294,9 +309,49 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
                                               " exceeds ", gpu::kMaxHeadDim)));
     return;
   }
-  record(GPU_STATUS(gpu::attention(bf16_ptr(qkv), bf16_ptr(cache.k), bf16_ptr(cache.v),
-                                   cache.block_size(), step_, shape.num_heads, shape.num_kv_heads,
-                                   shape.head_dim, scale, bf16_ptr(out), stream_)));
+  const gpu_bf16* q = bf16_ptr(qkv);
+  const gpu_bf16* k = bf16_ptr(cache.k);
+  const gpu_bf16* v = bf16_ptr(cache.v);
+  const int32_t bs = cache.block_size(), h = shape.num_heads, kvh = shape.num_kv_heads,
+                d = shape.head_dim;
+  const bool fast_decode = kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
+  const bool fast_prefill = gpu::prefill_kernel_supported(d);
+  if (!fast_prefill || !fast_decode) {
+    record(GPU_STATUS(gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale, fast_decode,
+                                             bf16_ptr(out), stream_)));
+  }
+  if (fast_prefill && fast_decode) {
+    record(GPU_STATUS(gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale, true,
+                                             bf16_ptr(out), stream_)));
+  }
+  if (fast_decode && step_.num_decode_seqs > 0) {
+    const gpu::DecodeSplits splits = gpu::plan_decode_splits(
+        step_.num_decode_seqs, kvh, step_.max_decode_context, multiprocessors_);
+    const size_t parts = static_cast<size_t>(step_.num_decode_seqs) * h * splits.num_splits;
+    if (splits.num_splits > 1) {
+      if (absl::Status s = ensure_decode_workspace(parts * (d + 2)); !s.ok()) {
+        record(std::move(s));
+        return;
+      }
+    }
+    record(GPU_STATUS(gpu::attention_decode(q, k, v, bs, step_, h, kvh, d, scale, splits,
+                                            decode_part_, decode_part_ + parts * d,
+                                            bf16_ptr(out), stream_)));
+  }
+}
+
+absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {
+  if (floats <= decode_part_floats_) return absl::OkStatus();
+  if (decode_part_ != nullptr) {
+    GPU_CHECK(gpuStreamSynchronize(stream_));
+    GPU_CHECK(gpuFree(decode_part_));
+    decode_part_ = nullptr;
+    decode_part_floats_ = 0;
+  }
+  const size_t want = std::max(floats, 2 * decode_part_floats_);
+  GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&decode_part_), want * sizeof(float)));
+  decode_part_floats_ = want;
+  return absl::OkStatus();
 }
 
 void GpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {

@@ -48,6 +48,9 @@ class GpuBackend final : public Backend {
   absl::Status synchronize() override;
 
   gpuStream_t stream() const { return stream_; }
+  // The current step's metadata on the device, for benchmarks that call kernels directly.
+  const gpu::DeviceStep& device_step() const { return step_; }
+  int multiprocessors() const { return multiprocessors_; }
 
  private:
   explicit GpuBackend(int device) : device_(device) {}
@@ -58,9 +61,12 @@ class GpuBackend final : public Backend {
   // Host fp32 -> device `dst` (bf16 or fp32) through the pinned staging and f32 scratch buffers.
   absl::Status upload(const float* src, int64_t n, const Tensor& dst);
   absl::Status ensure_pinned(size_t bytes);
+  // Grows the split-KV decode partials (fp32) to at least `floats`.
+  absl::Status ensure_decode_workspace(size_t floats);
 
   int device_;
   std::string name_;
+  int multiprocessors_ = 1;
   gpuStream_t stream_ = nullptr;
   std::unique_ptr<gpu::Gemm> gemm_;
   absl::Status error_;
@@ -77,6 +83,8 @@ class GpuBackend final : public Backend {
   int32_t* step_dev_ = nullptr;
   size_t step_capacity_ = 0;  // int32 elements in each
   gpuEvent_t step_copied_ = nullptr;
+  float* decode_part_ = nullptr;  // split-KV partial accumulators, then (max, sum) pairs
+  size_t decode_part_floats_ = 0;
   gpu::DeviceStep step_;
 };
 

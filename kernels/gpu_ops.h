@@ -1,6 +1,7 @@
 // Launchers of the GPU kernels, on raw device pointers; each returns the launch's error
 // (gpuGetLastError) so that the caller can turn it into a Status. Shapes follow runtime/backend.h.
-// One translation unit per family: elementwise.cu, attention.cu.
+// One translation unit per family: elementwise.cu, attention.cu (RoPE + cache write, generic
+// attention), attention_prefill.cu, attention_decode.cu.
 #pragma once
 
 #include <cstdint>
@@ -19,13 +20,24 @@ struct DeviceStep {
   const int32_t* block_tables = nullptr;
   const int32_t* logits_rows = nullptr;
   const int32_t* seq_of = nullptr;
+  // The attention kernels' split of the batch: sequences with more than one new token (prefill
+  // chunks) and with exactly one (decode), as indices into the per-sequence arrays.
+  const int32_t* prefill_seqs = nullptr;
+  const int32_t* decode_seqs = nullptr;
   int32_t num_tokens = 0;
   int32_t num_seqs = 0;
   int32_t max_blocks = 0;
   int32_t num_logits = 0;
+  int32_t num_prefill_seqs = 0;
+  int32_t max_prefill_q = 0;       // longest prefill chunk
+  int32_t num_decode_seqs = 0;
+  int32_t max_decode_context = 0;  // longest decode context (keys)
 };
 
 gpuError_t f32_to_bf16(const float* src, gpu_bf16* dst, int64_t n, gpuStream_t stream);
+// dst[i] = uniform in [lo, hi), from (seed, i): benchmark inputs without a host round trip.
+gpuError_t fill_uniform(gpu_bf16* dst, int64_t n, uint64_t seed, float lo, float hi,
+                        gpuStream_t stream);
 gpuError_t embedding(const gpu_bf16* table, int64_t vocab, int64_t hidden, const int32_t* ids,
                      int64_t n, gpu_bf16* out, gpuStream_t stream);
 // residual may be null (plain rms_norm); otherwise residual += x first.
@@ -39,11 +51,40 @@ gpuError_t gather_rows(const gpu_bf16* x, int64_t hidden, const int32_t* rows, i
 gpuError_t rope_and_cache(gpu_bf16* qkv, const float* inv_freq, const DeviceStep& step,
                           int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
                           gpu_bf16* k_cache, gpu_bf16* v_cache, gpuStream_t stream);
-// Largest head_dim the attention kernel takes.
+
+// Attention. The fast kernels cover head_dim 64 and 128 (prefill: CUDA only; decode: GQA groups
+// up to kMaxDecodeGroup); the generic kernel covers every head_dim up to kMaxHeadDim on both
+// vendors, and with skip_decode leaves single-token sequences to the decode kernel.
 inline constexpr int kMaxHeadDim = 256;
-gpuError_t attention(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                     int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                     int32_t num_kv_heads, int32_t head_dim, float scale, gpu_bf16* out,
-                     gpuStream_t stream);
+inline constexpr int kMaxDecodeGroup = 8;
+gpuError_t attention_generic(const gpu_bf16* qkv, const gpu_bf16* k_cache,
+                             const gpu_bf16* v_cache, int32_t block_size, const DeviceStep& step,
+                             int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
+                             float scale, bool skip_decode, gpu_bf16* out, gpuStream_t stream);
+
+// attention_prefill.cu: the prefill sequences of the step (causal = false only for benchmarks).
+bool prefill_kernel_supported(int32_t head_dim);
+gpuError_t attention_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
+                             int32_t block_size, const DeviceStep& step, int32_t num_heads,
+                             int32_t num_kv_heads, int32_t head_dim, float scale, bool causal,
+                             gpu_bf16* out, gpuStream_t stream);
+
+// attention_decode.cu: the decode sequences of the step, split-KV. part_acc holds
+// num_decode_seqs * num_heads * num_splits * head_dim floats, part_ml twice
+// num_decode_seqs * num_heads * num_splits (unused when num_splits is 1).
+struct DecodeSplits {
+  int32_t num_splits = 1;
+  int32_t keys_per_split = 1 << 30;
+};
+inline constexpr int kMinKeysPerSplit = 256;
+inline constexpr int kMaxDecodeSplits = 128;
+DecodeSplits plan_decode_splits(int32_t num_decode_seqs, int32_t num_kv_heads,
+                                int32_t max_context, int32_t multiprocessors);
+bool decode_kernel_supported(int32_t head_dim, int32_t group);
+gpuError_t attention_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
+                            int32_t block_size, const DeviceStep& step, int32_t num_heads,
+                            int32_t num_kv_heads, int32_t head_dim, float scale,
+                            const DecodeSplits& splits, float* part_acc, float* part_ml,
+                            gpu_bf16* out, gpuStream_t stream);
 
 }  // namespace tessera::gpu

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "runtime/status_macros.h"
+#include "runtime/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {
@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   inst->path_ = path;
   const ModelConfig& config = inst->config();
 
-  inst->backend_ = std::make_unique<CpuBackend>(options.threads);
+  TESSERA_ASSIGN_OR_RETURN(inst->backend_, create_backend(options.backend));
   TESSERA_ASSIGN_OR_RETURN(inst->model_,
                            LlamaModel::load(inst->files_.weights(), *inst->backend_, options.limits));
 
@@ -31,10 +31,13 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   const KvCacheShape one_block = inst->model_->kv_cache_shape(1, options.block_size);
   const size_t block_bytes = one_block.bytes_per_block(inst->backend_->compute_dtype());
   int64_t budget = options.kv_cache_bytes;
-  if (budget <= 0) {
-    budget = static_cast<int64_t>(static_cast<double>(inst->backend_->free_memory()) *
-                                  options.kv_cache_fraction);
+  double fraction = options.kv_cache_fraction;
+  if (fraction <= 0) {
+    fraction = inst->backend_->compute_dtype() == DType::kF32 ? kDefaultKvFractionCpu
+                                                              : kDefaultKvFractionGpu;
   }
+  const size_t free_after_load = inst->backend_->free_memory();
+  if (budget <= 0) budget = static_cast<int64_t>(static_cast<double>(free_after_load) * fraction);
   EngineConfig engine_config = options.engine;
   if (engine_config.max_model_len <= 0) engine_config.max_model_len = static_cast<int32_t>(config.max_position_embeddings);
   // No point holding more than every sequence at full length.
@@ -49,10 +52,13 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   TESSERA_ASSIGN_OR_RETURN(
       inst->cache_, KvCache::create(*inst->backend_, inst->model_->kv_cache_shape(
                                                          static_cast<int32_t>(num_blocks), options.block_size)));
-  spdlog::info("model {}: {} layers, {:.1f} MiB weights on {}; KV cache {} blocks x {} tokens = {} tokens ({:.1f} MiB)",
+  spdlog::info("model {}: {} layers, {:.1f} MiB weights on {}; KV cache {} blocks x {} tokens = {} "
+               "tokens ({:.1f} MiB of {:.1f} MiB free after loading{})",
                path, config.num_layers, inst->model_->weight_bytes() / 1048576.0,
                inst->backend_->name(), num_blocks, options.block_size, num_blocks * options.block_size,
-               num_blocks * block_bytes / 1048576.0);
+               num_blocks * block_bytes / 1048576.0, free_after_load / 1048576.0,
+               options.kv_cache_bytes > 0 ? std::string(", kv_cache_bytes")
+                                          : str_cat(", kv_cache_fraction ", fraction));
   inst->engine_ = std::make_unique<Engine>(*inst->model_, *inst->cache_, inst->files_.tokenizer(),
                                            engine_config);
   return inst;

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
+#include "runtime/backend_factory.h"
 #include "runtime/engine.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model/llama.h"
@@ -17,13 +18,18 @@
 namespace tessera {
 
 struct InstanceOptions {
-  int threads = 0;                 // CPU threads; 0 = all cores
+  BackendOptions backend;          // which backend (auto/cpu/gpu), GPU ordinal, CPU threads
   ForwardLimits limits;            // tokens per step, sequences sampled per step
   int32_t block_size = 16;         // KV tokens per block
   int64_t kv_cache_bytes = 0;      // 0 = kv_cache_fraction of free memory
-  double kv_cache_fraction = 0.25; // of the backend's free memory, when kv_cache_bytes is 0
+  // Share of the backend's free memory (after weights and activations) for the KV cache when
+  // kv_cache_bytes is 0; 0 = the backend's default (kDefaultKvFractionCpu / Gpu).
+  double kv_cache_fraction = 0;
   EngineConfig engine;             // max_model_len 0 = the model's max_position_embeddings
 };
+
+inline constexpr double kDefaultKvFractionCpu = 0.25;  // host memory is shared with everything
+inline constexpr double kDefaultKvFractionGpu = 0.90;  // the device is ours
 
 class ModelInstance {
  public:

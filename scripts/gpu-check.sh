@@ -1,39 +1,101 @@
 #!/usr/bin/env bash
-# Runs ON the GPU host, from the repository root, with a bundle made by deploy/bundle.sh:
-# the GPU kernel tests (and, when present, bundle/bw.py for context), logs under $OUT (or
-# ./gpu-check-out), and a short table last.
+# Runs ON the GPU host, from the repository root, with a bundle made by deploy/bundle.sh (the
+# binaries tessera, tesserad, gpu_kernel_tests, dump_logits; the reference scripts of
+# ../shared/anchors copied to BUNDLE/anchors). Logs and JSON under $OUT (or ./gpu-check-out); a
+# short table last. One stage per device call, so each fits the call's time limit:
 #
-# usage: scripts/gpu-check.sh [BUNDLE_DIR]        (default .bundle)
+#   kernels  GPU kernel tests (every op vs the CPU backend); `tessera bench kernels` beside the
+#            anchors bw.py and bench_attn.py (torch SDPA flash / cuDNN)
+#   e2e      a Llama-3-8B-shaped random model saved by transformers: tessera (GPU) vs transformers
+#            logits and 32 greedy tokens on 4 prompts; `tessera bench serve` on tesserad at
+#            concurrency 1 and 64 beside the anchor bench_hf.py at batch 1 and 32
+#   default  the default model: 32 greedy tokens on the GPU backend equal the CPU backend's
+#
+# usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-bundle=${1:-.bundle}
+stage=${1:?usage: scripts/gpu-check.sh kernels|e2e|default [BUNDLE_DIR]}
+bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
-
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1
-cat "$out/gpu.txt"
-if command -v cuobjdump > /dev/null; then
-  cuobjdump --list-elf "$bundle/bin/gpu_kernel_tests" > "$out/elf.txt" 2>&1 || true
-fi
-
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
 status=0
-start=$(date +%s)
-"$bundle/bin/gpu_kernel_tests" --gtest_color=no > "$out/gpu_kernel_tests.log" 2>&1 || status=$?
-echo "gpu_kernel_tests: exit $status in $(( $(date +%s) - start ))s"
 
-if [[ -f "$bundle/bw.py" ]]; then
-  timeout 180 python3 "$bundle/bw.py" > "$out/bw.log" 2>&1 || echo "bw.py: exit $?" >> "$out/bw.log"
-fi
+run_kernels() {
+  local start=$(date +%s)
+  "$bundle/bin/gpu_kernel_tests" --gtest_color=no > "$out/gpu_kernel_tests.log" 2>&1 || status=$?
+  echo "gpu_kernel_tests: exit $status in $(( $(date +%s) - start ))s"
+  "$bundle/bin/tessera" bench kernels --json "$out/bench_kernels.json" > "$out/bench_kernels.log" 2>&1 \
+    || { echo "bench kernels: exit $?"; status=1; }
+  timeout 120 python3 "$bundle/anchors/bw.py" > "$out/anchor_bw.log" 2>&1 || echo "bw.py: exit $?"
+  timeout 240 python3 "$bundle/anchors/bench_attn.py" > "$out/anchor_attn.log" 2>&1 || echo "bench_attn.py: exit $?"
+  echo "== test results"
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$out/gpu_kernel_tests.log" | sort -u | sed 's/ (.*//'
+  grep -E 'Failure|Expected|Which is' "$out/gpu_kernel_tests.log" | head -20
+  grep '^\[ metric \] attention' "$out/gpu_kernel_tests.log" | sed 's/^\[ metric \] //' | sort -t' ' -k6 -g | tail -3
+  echo "== anchors"; cat "$out/anchor_bw.log"; cat "$out/anchor_attn.log"
+  echo "== tessera bench kernels"; cat "$out/bench_kernels.log"
+}
 
-echo
-echo "== test results"
-grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$out/gpu_kernel_tests.log" | sort -u | sed 's/ (.*//'
-echo
-echo "== errors (relative L2 vs CPU reference)"
-grep '^\[ metric \]' "$out/gpu_kernel_tests.log" | sed 's/^\[ metric \] //'
-echo
-grep -E 'Failure|Expected|Which is|rel_err.*inf' "$out/gpu_kernel_tests.log" | head -40
-[[ -f "$out/bw.log" ]] && { echo "== bw.py (context)"; tail -15 "$out/bw.log"; }
+wait_ready() {  # admin HTTP /readyz answers 200
+  for _ in $(seq 1 300); do
+    curl -sf "http://127.0.0.1:8002/readyz" > /dev/null && return 0
+    sleep 1
+  done
+  return 1
+}
+
+run_e2e() {
+  local model=/tmp/llama8b
+  timeout 420 python3 tests/reference/gpu_llama8b_check.py "$bundle/bin/dump_logits" "$model" \
+    "$out/llama8b_check.json" 2>&1 | tee "$out/llama8b_check.log" | grep -v "^load\|^prompt " || status=1
+  "$bundle/bin/tesserad" --model "$model" --backend gpu --listen 127.0.0.1:50051 \
+    --max-num-seqs 64 --log-format json > "$out/tesserad.log" 2>&1 &
+  local pid=$!
+  if wait_ready; then
+    for c in 1 64; do
+      local n=$(( c == 1 ? 4 : 128 ))
+      "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency $c --num-requests $n \
+        --prompt-len 128 --output-len 256 --json "$out/bench_serve_c$c.json" \
+        > "$out/bench_serve_c$c.log" 2>&1 || status=1
+      echo "== tessera bench serve concurrency $c"; tail -25 "$out/bench_serve_c$c.log"
+    done
+  else
+    echo "tesserad did not become ready"; tail -20 "$out/tesserad.log"; status=1
+  fi
+  kill -TERM $pid; wait $pid
+  rm -rf "$model"
+  timeout 240 python3 "$bundle/anchors/bench_hf.py" sdpa 1,32 > "$out/anchor_hf.log" 2>&1 || echo "bench_hf.py: exit $?"
+  echo "== anchor bench_hf.py"; cat "$out/anchor_hf.log"
+}
+
+run_default() {
+  local model=${DEFAULT_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+  local prompts=("The capital of France is" "def fibonacci(n):" "Once upon a time, in a land far away,")
+  TESSERA_BACKEND=cpu "$bundle/bin/dump_logits" "$model" "$out/default_cpu.json" "${prompts[@]}" 2> "$out/default_cpu.log" || status=1
+  TESSERA_BACKEND=gpu "$bundle/bin/dump_logits" "$model" "$out/default_gpu.json" "${prompts[@]}" 2> "$out/default_gpu.log" || status=1
+  python3 - "$out/default_cpu.json" "$out/default_gpu.json" <<'PY' || status=1
+import json, sys, math
+cpu, gpu = (json.load(open(p)) for p in sys.argv[1:3])
+ok = True
+print("prompt                                   greedy_same/32  logits_rel_err")
+for c, g in zip(cpu, gpu):
+    same = next((i for i, (a, b) in enumerate(zip(c["greedy"][:32], g["greedy"][:32])) if a != b), 32)
+    num = math.sqrt(sum((a - b) ** 2 for a, b in zip(c["logits"], g["logits"])))
+    den = math.sqrt(sum(a * a for a in c["logits"]))
+    print(f"{c['prompt'][:40]!r:42s} {same:2d}              {num / den:.2e}")
+    ok &= same == 32
+sys.exit(0 if ok else 1)
+PY
+}
+
+case "$stage" in
+  kernels) run_kernels ;;
+  e2e) run_e2e ;;
+  default) run_default ;;
+  *) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
 exit $status

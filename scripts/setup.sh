@@ -4,7 +4,8 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config git python3 python3-pip unzip
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
       libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libopenblas-openmp-dev
-      libpcre2-dev nlohmann-json3-dev prometheus yamllint)
+      libpcre2-dev nlohmann-json3-dev prometheus yamllint
+      hipcc libamdhip64-dev rocm-device-libs)  # hipcc: scripts/hip-check.sh (HIP drift check)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -238,6 +238,12 @@ const std::vector<KeySpec>& specs() {
                            "the model to serve", &DaemonConfig::model, non_empty));
     s.push_back(string_key("model_id", "any string; empty = the model's file name without extension",
                            "the model's id in requests and ListModels", &DaemonConfig::model_id, any));
+    s.push_back(enum_key("backend", "one of auto, cpu, gpu",
+                         "where the model runs: auto = a GPU when one is visible, else the CPU; "
+                         "gpu = refuse to start without one", &DaemonConfig::backend,
+                         {"auto", "cpu", "gpu"}));
+    s.push_back(int_key("gpu_device", "an integer in [0, 1023]", "GPU ordinal for the GPU backend",
+                        &DaemonConfig::gpu_device, 0, 1023));
     s.push_back(int_key("threads", "an integer in [0, 1024] (0 = every core)",
                         "CPU backend threads", &DaemonConfig::threads, 0, 1024));
     s.push_back(int_key("max_batch_tokens", "an integer in [1, 1048576]",
@@ -255,11 +261,11 @@ const std::vector<KeySpec>& specs() {
                         &DaemonConfig::block_size, 1, 1024));
     s.push_back(bytes_key("kv_cache_bytes", "a byte count (e.g. 536870912, 512MiB, 2GB) in [0, 1PiB] (0 = use kv_cache_fraction)",
                           "KV cache memory", &DaemonConfig::kv_cache_bytes, 0, 1024 * kTiB));
-    s.push_back({{"kv_cache_fraction", "a number in (0, 1]",
-                  "share of free memory for the KV cache when kv_cache_bytes is 0"},
+    s.push_back({{"kv_cache_fraction", "a number in [0, 1] (0 = 0.25 on CPU, 0.9 on GPU)",
+                  "share of free memory after loading for the KV cache when kv_cache_bytes is 0"},
                  [](DaemonConfig& c, std::string_view v) {
                    const std::optional<double> f = parse_double(v);
-                   if (!f || !(*f > 0 && *f <= 1)) return false;
+                   if (!f || !(*f >= 0 && *f <= 1)) return false;
                    c.kv_cache_fraction = *f;
                    return true;
                  },

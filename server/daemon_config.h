@@ -27,6 +27,8 @@ struct DaemonConfig {
   // Model.
   std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";  // GGUF file or HF directory
   std::string model_id;  // the id clients name; empty = the model file's name without extension
+  std::string backend = "auto";  // auto (GPU if visible, else CPU), cpu, or gpu (required)
+  int32_t gpu_device = 0;          // GPU ordinal for the GPU backend
   int32_t threads = 0;   // CPU backend threads; 0 = every core
 
   // Engine.
@@ -36,7 +38,7 @@ struct DaemonConfig {
   int32_t max_model_len = 0;        // prompt + max_tokens limit; 0 = the model's context
   int32_t block_size = 16;          // KV cache tokens per block
   int64_t kv_cache_bytes = 0;       // KV cache memory; 0 = kv_cache_fraction of free memory
-  double kv_cache_fraction = 0.25;  // of free memory, used when kv_cache_bytes is 0
+  double kv_cache_fraction = 0;     // of free memory when kv_cache_bytes is 0; 0 = 0.25 CPU, 0.9 GPU
 
   // Admin HTTP listener: /metrics, /healthz, /readyz.
   std::string admin_listen = "127.0.0.1:8002";  // HOST:PORT; loopback by default

@@ -15,7 +15,10 @@ std::string model_id_from_path(const std::string& path) {
 
 InstanceOptions instance_options(const DaemonConfig& config) {
   InstanceOptions options;
-  options.threads = config.threads;
+  // daemon_config validated the name; parse_backend_kind cannot fail here.
+  options.backend.kind = parse_backend_kind(config.backend).value_or(BackendKind::kAuto);
+  options.backend.gpu_device = config.gpu_device;
+  options.backend.threads = config.threads;
   options.limits.max_batch_tokens = config.max_batch_tokens;
   options.limits.max_logit_rows = config.max_num_seqs;
   options.block_size = config.block_size;

@@ -141,7 +141,8 @@ int bench_command(int argc, char** argv) {
   const char* kUsage =
       "usage: tessera bench <benchmark> [flags]\n"
       "benchmarks:\n"
-      "  serve     load-test a running tesserad (tessera bench serve --help)\n";
+      "  serve     load-test a running tesserad (tessera bench serve --help)\n"
+      "  kernels   time the GPU attention kernels (tessera bench kernels --help)\n";
   if (argc < 1) {
     std::fputs(kUsage, stderr);
     return kExitUsage;

@@ -19,5 +19,8 @@ int models_command(int argc, char** argv);
 int tokenize_command(int argc, char** argv);
 // tessera bench serve [flags]: the load generator.
 int bench_command(int argc, char** argv);
+// tessera bench kernels [flags]: GPU attention kernel timings (needs a GPU build; in `tessera`,
+// not tessera_tools_lib, because it links the backends).
+int bench_kernels_command(int argc, char** argv);
 
 }  // namespace tessera::cli

@@ -25,6 +25,7 @@ void usage() {
                "                      the models tesserad serves\n"
                "  tokenize [--server HOST:PORT] [--chat] \"TEXT\"\n"
                "                      token ids and texts from tesserad's tokenizer\n"
+               "  bench kernels [--device N] [--json PATH]   (GPU builds: attention kernel timings)\n"
                "  bench serve [--server HOST:PORT] [--concurrency N | --request-rate R]\n"
                "      [--num-requests N] [--duration S] [--prompt-len DIST] [--output-len DIST]\n"
                "      [--seed S] [--json FILE]\n"
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
   if (command == "models") run = tessera::cli::models_command;
   if (command == "tokenize") run = tessera::cli::tokenize_command;
   if (command == "bench") run = tessera::cli::bench_command;
+  if (command == "bench" && argc > 2 && std::string(argv[2]) == "kernels") {
+    return tessera::cli::bench_kernels_command(argc - 3, argv + 3);
+  }
   if (run != nullptr) return run(argc - 2, argv + 2);
   std::fprintf(stderr, "tessera: unknown command '%s'\n", command.c_str());
   usage();

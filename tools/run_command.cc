@@ -16,13 +16,15 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tessera run --model PATH [flags] \"PROMPT\"\n"
-    "  Generates offline (no server) on the CPU backend, streaming the text, then one summary\n"
+    "  Generates offline (no server), streaming the text, then one summary\n"
     "  line on stderr: prompt and generated tokens, prefill and decode tok/s.\n"
     "      --model PATH            a .gguf file or a Hugging Face model directory (required)\n"
     "      --chat                  render PROMPT as a user message with the model's chat template\n"
     "      --max-tokens N          tokens to generate at most (default 256)\n"
     "      --temperature T         0 = greedy (default 0.7)\n"
     "      --top-k K, --top-p P, --min-p P, --seed S   sampling (seed: same seed, same output)\n"
+    "      --backend B             auto (GPU if visible, else CPU), cpu, or gpu (default auto)\n"
+    "      --gpu-device N          GPU ordinal (default 0)\n"
     "      --threads N             CPU threads (default: every core)\n";
 
 int fail(const absl::Status& status) {
@@ -50,7 +52,7 @@ absl::Status read_sampling(const Args& args, Request& request) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads"}, sampling_value_flags()}),
+  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads", "backend", "gpu-device"}, sampling_value_flags()}),
                           {"chat", "help"});
   if (!args.ok()) return fail(args.status());
   if (args->has("help")) return print_usage(kUsage);
@@ -66,8 +68,15 @@ int run_command(int argc, char** argv) {
   auto threads = args->get_int("threads", 0);
   if (!threads.ok()) return fail(threads.status());
 
+  auto gpu_device = args->get_int("gpu-device", 0);
+  if (!gpu_device.ok()) return fail(gpu_device.status());
+  auto backend = parse_backend_kind(args->get("backend", "auto"));
+  if (!backend.ok()) return fail(backend.status());
+
   InstanceOptions options;
-  options.threads = static_cast<int>(*threads);
+  options.backend.kind = *backend;
+  options.backend.gpu_device = static_cast<int>(*gpu_device);
+  options.backend.threads = static_cast<int>(*threads);
   options.engine.max_num_seqs = 1;
   options.limits.max_logit_rows = 1;
   // One sequence: the cache needs its context and no more.

@@ -279,22 +279,29 @@ std::vector<AttnCase> attention_cases() {
   // 32 cached), a one-token sequence, a chunk crossing pages.
   const std::vector<std::pair<int32_t, int32_t>> mixed = {{0, 37}, {50, 23}, {128, 1}, {0, 1},
                                                           {15, 1}, {16, 1}, {31, 33}, {32, 1}};
-  const std::vector<std::pair<int32_t, int32_t>> decode = {{1000, 1}, {517, 1}, {1, 1}, {255, 1}};
-  const std::vector<std::pair<int32_t, int32_t>> prefill = {{0, 100}, {0, 3}};
+  // Decode: split-KV plans of 1 to many splits (4000 keys), contexts that are not multiples of
+  // a split or a page.
+  const std::vector<std::pair<int32_t, int32_t>> decode = {{1000, 1}, {517, 1}, {1, 1}, {255, 1},
+                                                           {3999, 1}};
+  // Prefill: several 128-query tiles (300), a chunk after 200 cached tokens, a 3-token prompt.
+  const std::vector<std::pair<int32_t, int32_t>> prefill = {{0, 300}, {200, 77}, {0, 3}, {0, 129}};
   std::vector<AttnCase> cases;
   for (int32_t d : {64, 128}) {
-    for (auto [h, kv] : std::vector<std::pair<int32_t, int32_t>>{{8, 8}, {16, 4}, {32, 4}}) {
+    for (auto [h, kv] : std::vector<std::pair<int32_t, int32_t>>{{8, 8}, {16, 4}, {32, 4}, {24, 8}}) {
       cases.push_back({d, h, kv, mixed, "mixed"});
       cases.push_back({d, h, kv, decode, "decode"});
       cases.push_back({d, h, kv, prefill, "prefill"});
     }
   }
+  // Head dims and GQA groups the fast kernels leave to the generic kernel.
+  cases.push_back({80, 8, 8, mixed, "generic-d80"});
+  cases.push_back({64, 32, 2, mixed, "generic-group16"});
   return cases;
 }
 
 TEST_F(GpuKernelTest, RopeAndCache) {
   for (const AttnCase& c : attention_cases()) {
-    const int32_t block_size = 16, num_blocks = 128;
+    const int32_t block_size = 16, num_blocks = 512;
     const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim};
     StepBatch b = make_batch(c.seqs, block_size, num_blocks, 1000, rng_);
     Pair qkv = make({b.num_tokens(), shape.qkv_width()});
@@ -320,7 +327,7 @@ TEST_F(GpuKernelTest, RopeAndCache) {
 
 TEST_F(GpuKernelTest, Attention) {
   for (const AttnCase& c : attention_cases()) {
-    const int32_t block_size = 16, num_blocks = 128;
+    const int32_t block_size = 16, num_blocks = 512;
     const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim};
     StepBatch b = make_batch(c.seqs, block_size, num_blocks, 1000, rng_);
     Pair qkv = make({b.num_tokens(), shape.qkv_width()});

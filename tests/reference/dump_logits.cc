@@ -3,9 +3,13 @@
 // script (compare_transformers.py) runs transformers on the same weights and compares.
 //
 //   dump_logits MODEL OUT.json PROMPT [PROMPT...]
+//   TESSERA_BACKEND=auto|cpu|gpu picks the backend (default auto: a GPU when one is visible).
+//   A PROMPT written "ids:1,2,3" is those token ids, not text (models without a real tokenizer).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +32,10 @@ int main(int argc, char** argv) {
   using namespace tessera;
   if (argc < 4) return fail("usage: dump_logits MODEL OUT.json PROMPT [PROMPT...]");
   InstanceOptions options;
+  const char* backend = std::getenv("TESSERA_BACKEND");
+  auto kind = parse_backend_kind(backend != nullptr ? backend : "auto");
+  if (!kind.ok()) return fail(kind.status().ToString());
+  options.backend.kind = *kind;
   options.engine.max_num_seqs = 1;
   options.limits.max_logit_rows = 1;
   options.kv_cache_bytes = 256 << 20;
@@ -40,7 +48,15 @@ int main(int argc, char** argv) {
 
   nlohmann::json out = nlohmann::json::array();
   for (int i = 3; i < argc; ++i) {
-    auto ids = m.tokenizer().encode(argv[i]);
+    const std::string prompt = argv[i];
+    absl::StatusOr<std::vector<int32_t>> ids;
+    if (prompt.starts_with("ids:")) {
+      ids.emplace();
+      std::istringstream list(prompt.substr(4));
+      for (std::string id; std::getline(list, id, ',');) ids->push_back(std::stoi(id));
+    } else {
+      ids = m.tokenizer().encode(prompt);
+    }
     if (!ids.ok()) return fail(ids.status().ToString());
     // Logits of the whole prompt in one prefill step, straight from the forward pass.
     BlockTable table;

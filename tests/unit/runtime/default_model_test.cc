@@ -17,7 +17,7 @@ class DefaultModel : public ::testing::Test {
  protected:
   static std::unique_ptr<ModelInstance> load(int32_t max_batch_tokens) {
     InstanceOptions options;
-    options.threads = 1;
+    options.backend.threads = 1;
     options.limits.max_batch_tokens = max_batch_tokens;
     options.limits.max_logit_rows = 8;
     options.engine.max_num_seqs = 8;

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""On the GPU host: tessera's GPU backend vs transformers on a Llama-3-8B-shaped model with random
+weights that transformers itself initializes and saves as safetensors (bf16).
+
+For each of 4 prompts: next-token logits relative L2 error (tessera bf16 vs transformers bf16, and
+vs transformers fp32 as the higher-precision reference), and how many of the first 32 greedy
+tokens agree (tessera through its engine, transformers through an argmax loop with its KV cache).
+Prompts are given to both as token ids, so the tokenizer (the tiny test one) plays no part.
+
+usage: gpu_llama8b_check.py DUMP_LOGITS MODEL_DIR OUT.json
+"""
+import json, os, shutil, subprocess, sys, time
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+GREEDY = 32
+PROMPTS = [  # token ids
+    [128000, 791, 6864, 315, 9822, 374],
+    list(range(1000, 1100)),
+    [5, 17, 300, 4000, 70000, 128000, 12, 12, 12, 99],
+    [int(x) for x in torch.randint(0, 128000, (700,), generator=torch.Generator().manual_seed(3))],
+]
+
+
+def main():
+    dump_logits, model_dir, out_path = sys.argv[1:4]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                      num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+                      max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5,
+                      tie_word_embeddings=False, torch_dtype="bfloat16")
+    torch.manual_seed(0)
+    t = time.time()
+    if not os.path.exists(os.path.join(model_dir, "config.json")):
+        with torch.device("cuda"):
+            model = LlamaForCausalLM(cfg).to(torch.bfloat16)
+        model.save_pretrained(model_dir, safe_serialization=True)
+        tok = os.path.join(root, "tests/unit/tokenizer/data/tiny_bpe")
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(tok, f), model_dir)
+        del model
+        torch.cuda.empty_cache()
+    print(f"model ready in {time.time() - t:.1f}s", flush=True)
+
+    dump = out_path + ".tessera.json"
+    args = [dump_logits, model_dir, dump] + ["ids:" + ",".join(map(str, p)) for p in PROMPTS]
+    t = time.time()
+    subprocess.run(args, check=True, env=dict(os.environ, TESSERA_BACKEND="gpu"))
+    print(f"tessera done in {time.time() - t:.1f}s", flush=True)
+    ours = json.load(open(dump))
+
+    model = LlamaForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16).cuda().eval()
+    rows, hf_bf16 = [], []
+    with torch.no_grad():
+        for item, prompt in zip(ours, PROMPTS):
+            assert item["ids"] == prompt, "tessera read different ids"
+            ids = torch.tensor([prompt], device="cuda")
+            out = model(ids, use_cache=True)
+            ref = out.logits[0, -1].double().cpu()
+            mine = torch.tensor(item["logits"], dtype=torch.float64)
+            rel_bf16 = ((mine - ref).norm() / ref.norm()).item()
+            past, greedy = out.past_key_values, []
+            nxt = int(out.logits[0, -1].argmax())
+            for _ in range(GREEDY):
+                greedy.append(nxt)
+                out = model(torch.tensor([[nxt]], device="cuda"), past_key_values=past, use_cache=True)
+                past, nxt = out.past_key_values, int(out.logits[0, -1].argmax())
+            theirs = item["greedy"][:GREEDY]
+            same = next((i for i, (a, b) in enumerate(zip(greedy, theirs)) if a != b), GREEDY)
+            hf_bf16.append(ref)
+            rows.append(dict(prompt_tokens=len(prompt), rel_err_vs_bf16=rel_bf16,
+                             argmax_match=int(mine.argmax()) == int(ref.argmax()),
+                             greedy_same_prefix=same, hf_greedy=greedy, tessera_greedy=theirs))
+    # fp32 reference for the logits (the model upcast in place).
+    model = model.float()
+    with torch.no_grad():
+        for row, item, prompt, bf in zip(rows, ours, PROMPTS, hf_bf16):
+            ref = model(torch.tensor([prompt], device="cuda")).logits[0, -1].double().cpu()
+            mine = torch.tensor(item["logits"], dtype=torch.float64)
+            row["rel_err_vs_fp32"] = ((mine - ref).norm() / ref.norm()).item()
+            # The same measure for transformers' own bf16 run: the noise floor of bf16.
+            row["hf_bf16_rel_err_vs_fp32"] = ((bf - ref).norm() / ref.norm()).item()
+    json.dump(rows, open(out_path, "w"), indent=1)
+    print("prompt_tokens  tessera_vs_hf_bf16  tessera_vs_hf_fp32  hf_bf16_vs_fp32  argmax  greedy_same/32")
+    for r in rows:
+        print(f"{r['prompt_tokens']:13d}  {r['rel_err_vs_bf16']:18.2e}  {r['rel_err_vs_fp32']:18.2e}"
+              f"  {r['hf_bf16_rel_err_vs_fp32']:15.2e}  {str(r['argmax_match']):6s}  {r['greedy_same_prefix']:2d}")
+    return 0 if all(r["greedy_same_prefix"] == GREEDY for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+// tessera bench kernels: times tessera's own attention kernels on the GPU, on the shapes the
+// reference scripts (shared anchors: bench_attn.py, bw.py) measure, and prints a table and JSON.
+//   prefill: FlashAttention-2-style kernel, d=128, bf16, causal and not, the ROCm Triton table's
+//            (B, HQ, HK, NQ, NK) rows; TFLOP/s with bench_attn.py's FLOP count.
+//   decode:  split-KV paged kernel, Llama-3-8B heads (32 query, 8 KV, d=128), batch 1/16/64,
+//            context 1k..32k; GB/s (K and V read once, q read, out written) and its share of
+//            the device-to-device copy bandwidth measured in the same process.
+// Medians of event-timed runs after warm-up; inputs random (never zeros), made on the device.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_format.h"
+#include "runtime/status_macros.h"
+
+#include "tools/cli_args.h"
+#include "tools/command_support.h"
+#include "tools/commands.h"
+#include "tools/text_table.h"
+
+#if defined(TESSERA_WITH_GPU)
+#include "kernels/gpu_backend.h"
+#include "kernels/gpu_ops.h"
+#endif
+
+namespace tessera::cli {
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tessera bench kernels [--device N] [--json PATH] [--reps N] [--only prefill|decode]\n"
+    "  Times the GPU attention kernels (prefill: TFLOP/s; decode: GB/s vs copy bandwidth).\n";
+
+int fail(const absl::Status& s) {
+  std::fprintf(stderr, "tessera bench kernels: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+#if defined(TESSERA_WITH_GPU)
+
+constexpr int kHeadDim = 128;
+constexpr int kBlockSize = 16;
+
+// Median milliseconds of `reps` runs of `fn` on `stream`, after `warmup` runs.
+absl::StatusOr<double> median_ms(gpuStream_t stream, int warmup, int reps,
+                                 const std::function<gpuError_t()>& fn) {
+  for (int i = 0; i < warmup; ++i) GPU_CHECK(fn());
+  std::vector<gpuEvent_t> ev(2 * reps);
+  for (gpuEvent_t& e : ev) GPU_CHECK(gpuEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    GPU_CHECK(gpuEventRecord(ev[2 * i], stream));
+    GPU_CHECK(fn());
+    GPU_CHECK(gpuEventRecord(ev[2 * i + 1], stream));
+  }
+  GPU_CHECK(gpuStreamSynchronize(stream));
+  std::vector<double> ms(reps);
+  for (int i = 0; i < reps; ++i) {
+    float t = 0;
+    GPU_CHECK(gpuEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
+    ms[i] = t;
+  }
+  for (gpuEvent_t& e : ev) (void)gpuEventDestroy(e);
+  std::sort(ms.begin(), ms.end());
+  return ms[reps / 2];
+}
+
+// B sequences, each with `new_tokens` queries over `context` keys in its own run of blocks.
+StepBatch make_step(int batch, int new_tokens, int context) {
+  StepBatch b;
+  const int blocks = (context + kBlockSize - 1) / kBlockSize;
+  b.max_blocks = blocks;
+  b.query_start.push_back(0);
+  for (int s = 0; s < batch; ++s) {
+    for (int i = 0; i < new_tokens; ++i) {
+      b.token_ids.push_back(0);
+      b.positions.push_back(std::max(0, context - new_tokens + i));
+      b.slot_mapping.push_back(-1);  // the cache is filled directly; nothing is written
+    }
+    b.query_start.push_back(b.query_start.back() + new_tokens);
+    b.context_len.push_back(context);
+    for (int j = 0; j < blocks; ++j) b.block_tables.push_back(s * blocks + j);
+  }
+  return b;
+}
+
+struct Buffers {
+  DeviceBuffer qkv, k, v, out;
+};
+
+absl::StatusOr<Buffers> make_buffers(GpuBackend& gpu, int batch, int new_tokens, int context,
+                                     int hq, int hk, uint64_t seed) {
+  const int64_t blocks = static_cast<int64_t>(batch) * ((context + kBlockSize - 1) / kBlockSize);
+  const int64_t qkv = static_cast<int64_t>(batch) * new_tokens * (hq + 2 * hk) * kHeadDim;
+  const int64_t kv = blocks * kBlockSize * hk * kHeadDim;
+  const int64_t out = static_cast<int64_t>(batch) * new_tokens * hq * kHeadDim;
+  Buffers b;
+  TESSERA_ASSIGN_OR_RETURN(b.qkv, gpu.allocate(qkv * 2));
+  TESSERA_ASSIGN_OR_RETURN(b.k, gpu.allocate(kv * 2));
+  TESSERA_ASSIGN_OR_RETURN(b.v, gpu.allocate(kv * 2));
+  TESSERA_ASSIGN_OR_RETURN(b.out, gpu.allocate(out * 2));
+  auto bf = [](DeviceBuffer& d) { return static_cast<gpu_bf16*>(d.data()); };
+  GPU_CHECK(gpu::fill_uniform(bf(b.qkv), qkv, seed, -1.0f, 1.0f, gpu.stream()));
+  GPU_CHECK(gpu::fill_uniform(bf(b.k), kv, seed + 1, -1.0f, 1.0f, gpu.stream()));
+  GPU_CHECK(gpu::fill_uniform(bf(b.v), kv, seed + 2, -1.0f, 1.0f, gpu.stream()));
+  return b;
+}
+
+absl::StatusOr<double> copy_bandwidth(GpuBackend& gpu, int reps) {
+  const size_t bytes = size_t{1} << 30;
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer a, gpu.allocate(bytes));
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer b, gpu.allocate(bytes));
+  GPU_CHECK(gpu::fill_uniform(static_cast<gpu_bf16*>(a.data()), bytes / 2, 7, -1, 1, gpu.stream()));
+  TESSERA_ASSIGN_OR_RETURN(double ms, median_ms(gpu.stream(), 3, reps, [&] {
+    return gpuMemcpyAsync(b.data(), a.data(), bytes, gpuMemcpyDeviceToDevice, gpu.stream());
+  }));
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;  // bytes read + written, GB/s
+}
+
+struct PrefillShape {
+  int b, hq, hk, nq, nk;
+};
+
+int run(int device, const std::string& json_path, int reps, const std::string& only) {
+  auto created = GpuBackend::create(device);
+  if (!created.ok()) return fail(created.status());
+  GpuBackend& gpu = **created;
+  nlohmann::json report = {{"device", gpu.name()}, {"head_dim", kHeadDim}, {"block_size", kBlockSize}};
+
+  auto copy = copy_bandwidth(gpu, reps);
+  if (!copy.ok()) return fail(copy.status());
+  std::printf("%s: device-to-device copy %.0f GB/s\n\n", gpu.name().c_str(), *copy);
+  report["copy_gb_s"] = *copy;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+
+  if (only.empty() || only == "prefill") {
+    const std::vector<PrefillShape> shapes = {
+        {16, 16, 16, 1024, 1024}, {8, 16, 16, 2048, 2048},  {4, 16, 16, 4096, 4096},
+        {2, 16, 16, 8192, 8192},  {1, 16, 16, 16384, 16384}, {2, 48, 48, 1024, 1024},
+        {2, 48, 48, 2048, 1024},  {2, 48, 48, 4096, 8192},  {2, 48, 48, 8192, 4096},
+        {2, 48, 48, 16384, 8192}, {8, 32, 8, 2048, 2048},   {1, 32, 8, 8192, 8192}};
+    TextTable table({{"B"}, {"HQ"}, {"HK"}, {"NQ"}, {"NK"}, {"causal"}, {"ms", true}, {"TFLOP/s", true}});
+    nlohmann::json rows = nlohmann::json::array();
+    for (int causal = 0; causal <= 1; ++causal) {
+      for (const PrefillShape& p : shapes) {
+        if (causal && p.nq != p.nk) continue;
+        auto buffers = make_buffers(gpu, p.b, p.nq, p.nk, p.hq, p.hk, 42);
+        if (!buffers.ok()) return fail(buffers.status());
+        gpu.begin_step(make_step(p.b, p.nq, p.nk));
+        const gpu::DeviceStep step = gpu.device_step();
+        auto bf = [](DeviceBuffer& d) { return static_cast<gpu_bf16*>(d.data()); };
+        auto ms = median_ms(gpu.stream(), 3, reps, [&] {
+          return gpu::attention_prefill(bf(buffers->qkv), bf(buffers->k), bf(buffers->v), kBlockSize,
+                                        step, p.hq, p.hk, kHeadDim, scale, causal != 0,
+                                        bf(buffers->out), gpu.stream());
+        });
+        if (!ms.ok()) return fail(ms.status());
+        const double flop = 4.0 * p.b * p.hq * static_cast<double>(p.nq) * p.nk * kHeadDim *
+                            (causal ? 0.5 : 1.0);
+        const double tflops = flop / (*ms * 1e-3) / 1e12;
+        table.add_row({std::to_string(p.b), std::to_string(p.hq), std::to_string(p.hk),
+                       std::to_string(p.nq), std::to_string(p.nk), std::to_string(causal),
+                       absl::StrFormat("%.3f", *ms), absl::StrFormat("%.1f", tflops)});
+        rows.push_back({{"b", p.b}, {"hq", p.hq}, {"hk", p.hk}, {"nq", p.nq}, {"nk", p.nk},
+                        {"causal", causal != 0}, {"ms", *ms}, {"tflops", tflops}});
+      }
+    }
+    std::printf("prefill attention (d=%d, bf16, paged K/V, block %d)\n%s\n", kHeadDim, kBlockSize,
+                table.render().c_str());
+    report["prefill"] = rows;
+  }
+
+  if (only.empty() || only == "decode") {
+    constexpr int kHq = 32, kHk = 8;
+    TextTable table({{"batch"}, {"context"}, {"splits", true}, {"us", true}, {"GB/s", true},
+                     {"% copy", true}});
+    nlohmann::json rows = nlohmann::json::array();
+    for (int batch : {1, 16, 64}) {
+      for (int context : {1024, 2048, 4096, 8192, 16384, 32768}) {
+        auto buffers = make_buffers(gpu, batch, 1, context, kHq, kHk, 43);
+        if (!buffers.ok()) return fail(buffers.status());
+        gpu.begin_step(make_step(batch, 1, context));
+        const gpu::DeviceStep step = gpu.device_step();
+        const gpu::DecodeSplits splits =
+            gpu::plan_decode_splits(batch, kHk, context, gpu.multiprocessors());
+        const size_t parts = static_cast<size_t>(batch) * kHq * splits.num_splits;
+        auto work = gpu.allocate(parts * (kHeadDim + 2) * sizeof(float));
+        if (!work.ok()) return fail(work.status());
+        float* part = static_cast<float*>(work->data());
+        auto bf = [](DeviceBuffer& d) { return static_cast<gpu_bf16*>(d.data()); };
+        auto ms = median_ms(gpu.stream(), 5, reps, [&] {
+          return gpu::attention_decode(bf(buffers->qkv), bf(buffers->k), bf(buffers->v), kBlockSize,
+                                       step, kHq, kHk, kHeadDim, scale, splits, part,
+                                       part + parts * kHeadDim, bf(buffers->out), gpu.stream());
+        });
+        if (!ms.ok()) return fail(ms.status());
+        const double bytes = 2.0 * batch * static_cast<double>(context) * kHk * kHeadDim * 2 +
+                             2.0 * batch * kHq * kHeadDim * 2;
+        const double gbs = bytes / (*ms * 1e-3) / 1e9;
+        table.add_row({std::to_string(batch), std::to_string(context),
+                       std::to_string(splits.num_splits), absl::StrFormat("%.1f", *ms * 1e3),
+                       absl::StrFormat("%.0f", gbs), absl::StrFormat("%.1f", 100.0 * gbs / *copy)});
+        rows.push_back({{"batch", batch}, {"context", context}, {"splits", splits.num_splits},
+                        {"ms", *ms}, {"gb_s", gbs}, {"fraction_of_copy", gbs / *copy}});
+      }
+    }
+    std::printf("decode attention (32 query / 8 KV heads, d=%d, bf16, paged, block %d)\n%s\n",
+                kHeadDim, kBlockSize, table.render().c_str());
+    report["decode"] = rows;
+  }
+  if (absl::Status s = gpu.synchronize(); !s.ok()) return fail(s);
+  if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";
+  return 0;
+}
+
+#endif  // TESSERA_WITH_GPU
+
+}  // namespace
+
+int bench_kernels_command(int argc, char** argv) {
+  auto args = Args::parse(argc, argv, {"device", "json", "reps", "only"}, {"help"});
+  if (!args.ok()) return fail(args.status());
+  if (args->has("help")) return print_usage(kUsage);
+  auto device = args->get_int("device", 0);
+  if (!device.ok()) return fail(device.status());
+  auto reps = args->get_int("reps", 20);
+  if (!reps.ok()) return fail(reps.status());
+  if (*reps < 1) return fail(absl::InvalidArgumentError("--reps must be at least 1"));
+  const std::string only = args->get("only");
+  if (!only.empty() && only != "prefill" && only != "decode") {
+    return fail(absl::InvalidArgumentError("--only: \"" + only + "\" is not prefill or decode"));
+  }
+#if defined(TESSERA_WITH_GPU)
+  return run(static_cast<int>(*device), args->get("json"), static_cast<int>(*reps), only);
+#else
+  return fail(absl::FailedPreconditionError(
+      "this tessera was built without a GPU backend (TESSERA_GPU=off); nothing to time"));
+#endif
+}
+
+}  // namespace tessera::cli
