@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "tools/commands.h"
 
@@ -35,6 +36,8 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Logs go to stderr: stdout carries the generated text (tessera run pipes cleanly).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tessera"));
   spdlog::set_level(spdlog::level::warn);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     usage();
