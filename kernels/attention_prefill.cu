@@ -9,7 +9,9 @@
 // CUDA only (PTX mma.sync/ldmatrix/cp.async). HIP builds answer prefill_kernel_supported() with
 // false and run the generic kernel of attention.cu instead: the MFMA version is not written yet.
 #define TESSERA_GPU_KERNELS_ONLY
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/gpu_ops.h"
 #include "kernels/mma_sm80.h"
@@ -216,9 +218,17 @@ gpuError_t launch_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gp
                           int32_t num_kv_heads, float scale, bool causal, gpu_bf16* out,
                           gpuStream_t stream) {
   const int smem = (kBlockM + 2 * kBlockN) * D * static_cast<int>(sizeof(gpu_bf16));
-  const gpuError_t err =
-      cudaFuncSetAttribute(prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  // More than 48 KiB of dynamic shared memory must be allowed once per device, not per launch.
+  static std::atomic<uint64_t> allowed_on{0};  // bit d: done on device d (d < 64)
+  int device = 0;
+  gpuError_t err = cudaGetDevice(&device);
   if (err != gpuSuccess) return err;
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (allowed_on.load(std::memory_order_acquire) & bit) == 0) {
+    err = cudaFuncSetAttribute(prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != gpuSuccess) return err;
+    allowed_on.fetch_or(bit, std::memory_order_release);
+  }
   const dim3 grid((step.max_prefill_q + kBlockM - 1) / kBlockM, num_heads, step.num_prefill_seqs);
   prefill_kernel<D><<<grid, kThreads, smem, stream>>>(qkv, k_cache, v_cache, block_size, step,
                                                        num_heads, num_kv_heads,

@@ -201,8 +201,13 @@ void GpuBackend::begin_step(const StepBatch& batch) {
     off += count;
     return dev;
   };
-  std::vector<int32_t> seq_of(n, 0);
-  std::vector<int32_t> prefill_seqs, decode_seqs;
+  // Per-step host lists in members, so that their capacity is reused step after step.
+  std::vector<int32_t>& seq_of = step_seq_of_;
+  std::vector<int32_t>& prefill_seqs = step_prefill_seqs_;
+  std::vector<int32_t>& decode_seqs = step_decode_seqs_;
+  seq_of.assign(n, 0);
+  prefill_seqs.clear();
+  decode_seqs.clear();
   gpu::DeviceStep d;
   for (int32_t s = 0; s < seqs; ++s) {
     const int32_t q_len = batch.query_start[s + 1] - batch.query_start[s];
@@ -314,30 +319,28 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
   const gpu_bf16* v = bf16_ptr(cache.v);
   const int32_t bs = cache.block_size(), h = shape.num_heads, kvh = shape.num_kv_heads,
                 d = shape.head_dim;
+  // Decode sequences go to the split-KV kernel when it takes this shape; prefill sequences to the
+  // tensor-core kernel when both take it, else everything left to the generic kernel.
   const bool fast_decode = kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
-  const bool fast_prefill = gpu::prefill_kernel_supported(d);
-  if (!fast_prefill || !fast_decode) {
-    record(GPU_STATUS(gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale, fast_decode,
+  if (fast_decode && gpu::prefill_kernel_supported(d)) {
+    record(GPU_STATUS(gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale, /*causal=*/true,
                                              bf16_ptr(out), stream_)));
+  } else {
+    record(GPU_STATUS(gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale,
+                                             /*skip_decode=*/fast_decode, bf16_ptr(out), stream_)));
   }
-  if (fast_prefill && fast_decode) {
-    record(GPU_STATUS(gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale, true,
-                                             bf16_ptr(out), stream_)));
-  }
-  if (fast_decode && step_.num_decode_seqs > 0) {
-    const gpu::DecodeSplits splits = gpu::plan_decode_splits(
-        step_.num_decode_seqs, kvh, step_.max_decode_context, multiprocessors_);
-    const size_t parts = static_cast<size_t>(step_.num_decode_seqs) * h * splits.num_splits;
-    if (splits.num_splits > 1) {
-      if (absl::Status s = ensure_decode_workspace(parts * (d + 2)); !s.ok()) {
-        record(std::move(s));
-        return;
-      }
+  if (!fast_decode || step_.num_decode_seqs == 0) return;
+  const gpu::DecodeSplits splits = gpu::plan_decode_splits(step_.num_decode_seqs, kvh,
+                                                           step_.max_decode_context, multiprocessors_);
+  const size_t parts = static_cast<size_t>(step_.num_decode_seqs) * h * splits.num_splits;
+  if (splits.num_splits > 1) {
+    if (absl::Status s = ensure_decode_workspace(parts * (d + 2)); !s.ok()) {
+      record(std::move(s));
+      return;
     }
-    record(GPU_STATUS(gpu::attention_decode(q, k, v, bs, step_, h, kvh, d, scale, splits,
-                                            decode_part_, decode_part_ + parts * d,
-                                            bf16_ptr(out), stream_)));
   }
+  record(GPU_STATUS(gpu::attention_decode(q, k, v, bs, step_, h, kvh, d, scale, splits, decode_part_,
+                                          decode_part_ + parts * d, bf16_ptr(out), stream_)));
 }
 
 absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {

@@ -29,6 +29,7 @@ class GpuBackend final : public Backend {
   void free(void* data) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   size_t free_memory() const override;
+  bool uses_host_memory() const override { return false; }
   absl::Status load_weight(const WeightSource& weights, std::string_view name,
                            const Tensor& dst) override;
   void upload_f32(std::span<const float> src, const Tensor& dst) override;
@@ -86,6 +87,7 @@ class GpuBackend final : public Backend {
   float* decode_part_ = nullptr;  // split-KV partial accumulators, then (max, sum) pairs
   size_t decode_part_floats_ = 0;
   gpu::DeviceStep step_;
+  std::vector<int32_t> step_seq_of_, step_prefill_seqs_, step_decode_seqs_;  // begin_step's scratch
 };
 
 }  // namespace tessera

@@ -50,6 +50,9 @@ class Backend {
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   // Bytes this backend can still allocate (for sizing the KV cache).
   virtual size_t free_memory() const = 0;
+  // Whether it allocates host memory, which the rest of the machine shares (the KV cache then
+  // takes a smaller default share of what is free).
+  virtual bool uses_host_memory() const = 0;
 
   // Reads `name` from `weights` into `dst` (compute dtype, shape `dst`'s), converting and
   // dequantizing as needed. `dst` may be a row range of a fused weight.

@@ -43,25 +43,36 @@ int visible_gpus() {
 #endif
 }
 
+namespace {
+
+absl::StatusOr<std::unique_ptr<Backend>> create_gpu_backend(int device) {
+#if defined(TESSERA_WITH_GPU)
+  absl::StatusOr<std::unique_ptr<GpuBackend>> gpu = GpuBackend::create(device);
+  if (!gpu.ok()) return gpu.status();
+  return std::unique_ptr<Backend>(std::move(*gpu));
+#else
+  return absl::FailedPreconditionError(
+      "backend: gpu is required but this tessera was built without a GPU backend "
+      "(TESSERA_GPU=off); rebuild with -DTESSERA_GPU=cuda or hip, or set backend: cpu");
+#endif
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& options) {
   if (options.kind == BackendKind::kCpu) return std::make_unique<CpuBackend>(options.threads);
-  if (!built_with_gpu()) {
-    if (options.kind == BackendKind::kGpu) {
-      return absl::FailedPreconditionError(
-          "backend: gpu is required but this tessera was built without a GPU backend "
-          "(TESSERA_GPU=off); rebuild with -DTESSERA_GPU=cuda or hip, or set backend: cpu");
-    }
-    return std::make_unique<CpuBackend>(options.threads);
-  }
-  const int gpus = visible_gpus();
+  const int gpus = visible_gpus();  // 0 in a build without a GPU backend
   if (gpus == 0) {
     if (options.kind == BackendKind::kGpu) {
+      if (!built_with_gpu()) return create_gpu_backend(options.gpu_device);  // says why
       return absl::FailedPreconditionError(
           "backend: gpu is required but no GPU is visible (no driver, no device, or "
           "CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES hides them); set backend: auto or cpu to run "
           "on the CPU");
     }
-    spdlog::warn("backend auto: no GPU is visible (no driver or no device); running on the CPU");
+    if (built_with_gpu()) {
+      spdlog::warn("backend auto: no GPU is visible (no driver or no device); running on the CPU");
+    }
     return std::make_unique<CpuBackend>(options.threads);
   }
   if (options.gpu_device < 0 || options.gpu_device >= gpus) {
@@ -69,13 +80,7 @@ absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& op
                                               " does not exist; ", gpus,
                                               " GPU(s) are visible (0..", gpus - 1, ")"));
   }
-#if defined(TESSERA_WITH_GPU)
-  absl::StatusOr<std::unique_ptr<GpuBackend>> gpu = GpuBackend::create(options.gpu_device);
-  if (!gpu.ok()) return gpu.status();
-  return std::unique_ptr<Backend>(std::move(*gpu));
-#else
-  return absl::InternalError("unreachable: GPU backend not built");
-#endif
+  return create_gpu_backend(options.gpu_device);
 }
 
 }  // namespace tessera

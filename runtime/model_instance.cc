@@ -33,8 +33,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   int64_t budget = options.kv_cache_bytes;
   double fraction = options.kv_cache_fraction;
   if (fraction <= 0) {
-    fraction = inst->backend_->compute_dtype() == DType::kF32 ? kDefaultKvFractionCpu
-                                                              : kDefaultKvFractionGpu;
+    fraction = inst->backend_->uses_host_memory() ? kDefaultKvFractionCpu : kDefaultKvFractionGpu;
   }
   const size_t free_after_load = inst->backend_->free_memory();
   if (budget <= 0) budget = static_cast<int64_t>(static_cast<double>(free_after_load) * fraction);

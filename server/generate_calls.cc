@@ -113,39 +113,13 @@ grpc::Status end_call_for_client(grpc::CallbackServerContext* context, const Req
   return grpc::Status(deadline ? grpc::StatusCode::DEADLINE_EXCEEDED : grpc::StatusCode::CANCELLED, what);
 }
 
-// Generate: collects the outputs into one response.
-class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
+// What both Generate reactors share: submitting the request (a rejection finishes the call at
+// once), delivering the engine's outputs to the reactor's pump_locked() under link_->mu, and
+// detaching from the stream when gRPC is done with the call. `Reactor` is the gRPC reactor base
+// (unary or server-streaming); both spell Finish(grpc::Status) the same.
+template <typename Reactor>
+class GenerateCall : public Reactor {
  public:
-  GenerateUnaryReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-                       grpc::ByteBuffer* response, ServingState& state)
-      : context_(context), response_buffer_(response), link_(std::make_shared<Link>()) {
-    absl::StatusOr<SubmittedRequest> submitted = parse_and_submit(context, request, state, request_id_);
-    if (!submitted.ok()) {
-      log_rejected(request_id_, submitted.status());
-      state.count_rejected(submitted.status().code());
-      finish_called_ = true;
-      final_seen_ = true;
-      Finish(to_grpc_status(submitted.status()));
-      return;
-    }
-    handle_ = submitted->handle;
-    model_ = submitted->model;
-    response_.set_request_id(request_id_);
-    response_.set_model(model_->id());
-    {
-      std::lock_guard<std::mutex> lock(link_->mu);
-      link_->on_output = [this] { pump_locked(); };
-    }
-    attach(link_, *handle_.stream);
-  }
-
-  void OnCancel() override {
-    std::lock_guard<std::mutex> lock(link_->mu);
-    if (finish_called_) return;
-    finish_called_ = true;
-    Finish(end_call_for_client(context_, handle_, request_id_));
-  }
-
   void OnDone() override {
     bool final_seen;
     {
@@ -154,6 +128,64 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
     }
     detach(*link_, handle_, request_id_, final_seen);
     delete this;
+  }
+
+ protected:
+  explicit GenerateCall(grpc::CallbackServerContext* context)
+      : context_(context), link_(std::make_shared<Link>()) {}
+
+  // Parses and submits; false when the request was rejected (the call is then finished).
+  bool submit(const grpc::ByteBuffer* request, ServingState& state) {
+    absl::StatusOr<SubmittedRequest> submitted = parse_and_submit(context_, request, state, request_id_);
+    if (!submitted.ok()) {
+      log_rejected(request_id_, submitted.status());
+      state.count_rejected(submitted.status().code());
+      finish_called_ = true;
+      final_seen_ = true;
+      this->Finish(to_grpc_status(submitted.status()));
+      return false;
+    }
+    handle_ = submitted->handle;
+    model_ = submitted->model;
+    return true;
+  }
+
+  // From here on every output the engine publishes runs `pump_locked` with link_->mu held.
+  void deliver_outputs_to(std::function<void()> pump_locked) {
+    {
+      std::lock_guard<std::mutex> lock(link_->mu);
+      link_->on_output = std::move(pump_locked);
+    }
+    attach(link_, *handle_.stream);
+  }
+
+  grpc::CallbackServerContext* context_;
+  std::shared_ptr<Link> link_;
+  std::string request_id_;
+  RequestHandle handle_;
+  ServedModel* model_ = nullptr;
+  // Guarded by link_->mu once the outputs are delivered:
+  bool finish_called_ = false;
+  bool final_seen_ = false;  // the engine's last output for this request arrived
+};
+
+// Generate: collects the outputs into one response.
+class GenerateUnaryReactor final : public GenerateCall<grpc::ServerUnaryReactor> {
+ public:
+  GenerateUnaryReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                       grpc::ByteBuffer* response, ServingState& state)
+      : GenerateCall(context), response_buffer_(response) {
+    if (!submit(request, state)) return;
+    response_.set_request_id(request_id_);
+    response_.set_model(model_->id());
+    deliver_outputs_to([this] { pump_locked(); });
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(link_->mu);
+    if (finish_called_) return;
+    finish_called_ = true;
+    Finish(end_call_for_client(context_, handle_, request_id_));
   }
 
  private:
@@ -179,40 +211,18 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
     }
   }
 
-  grpc::CallbackServerContext* context_;
   grpc::ByteBuffer* response_buffer_;
-  std::shared_ptr<Link> link_;
-  std::string request_id_;
-  RequestHandle handle_;
-  ServedModel* model_ = nullptr;
   tessera::v1::GenerateResponse response_;
-  // Guarded by link_->mu once the notifier is attached:
-  bool finish_called_ = false;
-  bool final_seen_ = false;  // the engine's last output for this request arrived
 };
 
 // GenerateStream: one chunk per engine output; the last carries the outcome.
-class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+class GenerateStreamReactor final : public GenerateCall<grpc::ServerWriteReactor<grpc::ByteBuffer>> {
  public:
   GenerateStreamReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                         ServingState& state)
-      : context_(context), link_(std::make_shared<Link>()) {
-    absl::StatusOr<SubmittedRequest> submitted = parse_and_submit(context, request, state, request_id_);
-    if (!submitted.ok()) {
-      log_rejected(request_id_, submitted.status());
-      state.count_rejected(submitted.status().code());
-      finish_called_ = true;
-      final_seen_ = true;
-      Finish(to_grpc_status(submitted.status()));
-      return;
-    }
-    handle_ = submitted->handle;
-    model_ = submitted->model;
-    {
-      std::lock_guard<std::mutex> lock(link_->mu);
-      link_->on_output = [this] { pump_locked(); };
-    }
-    attach(link_, *handle_.stream);
+      : GenerateCall(context) {
+    if (!submit(request, state)) return;
+    deliver_outputs_to([this] { pump_locked(); });
   }
 
   void OnWriteDone(bool ok) override {
@@ -233,16 +243,6 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
     ended_ = true;
     end_status_ = end_call_for_client(context_, handle_, request_id_);
     pump_locked();
-  }
-
-  void OnDone() override {
-    bool final_seen;
-    {
-      std::lock_guard<std::mutex> lock(link_->mu);
-      final_seen = final_seen_;
-    }
-    detach(*link_, handle_, request_id_, final_seen);
-    delete this;
   }
 
  private:
@@ -286,19 +286,12 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
     StartWrite(&write_buffer_);
   }
 
-  grpc::CallbackServerContext* context_;
-  std::shared_ptr<Link> link_;
-  std::string request_id_;
-  RequestHandle handle_;
-  ServedModel* model_ = nullptr;
   tessera::v1::GenerateStreamChunk chunk_;
   grpc::ByteBuffer write_buffer_;  // the chunk being written; kept until OnWriteDone
   // Guarded by link_->mu once the notifier is attached:
   bool writing_ = false;
   bool ended_ = false;  // cancelled or broken: finish with end_status_ once no write is in flight
   grpc::Status end_status_;
-  bool finish_called_ = false;
-  bool final_seen_ = false;  // the engine's last output for this request arrived
 };
 
 }  // namespace

@@ -51,8 +51,15 @@ constexpr int kBlockSize = 16;
 absl::StatusOr<double> median_ms(gpuStream_t stream, int warmup, int reps,
                                  const std::function<gpuError_t()>& fn) {
   for (int i = 0; i < warmup; ++i) GPU_CHECK(fn());
-  std::vector<gpuEvent_t> ev(2 * reps);
-  for (gpuEvent_t& e : ev) GPU_CHECK(gpuEventCreate(&e));
+  // Destroyed on every return, the failing ones too.
+  struct Events {
+    std::vector<gpuEvent_t> ev;
+    ~Events() {
+      for (gpuEvent_t e : ev) (void)gpuEventDestroy(e);
+    }
+  } events;
+  std::vector<gpuEvent_t>& ev = events.ev;
+  for (int i = 0; i < 2 * reps; ++i) GPU_CHECK(gpuEventCreate(&ev.emplace_back()));
   for (int i = 0; i < reps; ++i) {
     GPU_CHECK(gpuEventRecord(ev[2 * i], stream));
     GPU_CHECK(fn());
@@ -65,7 +72,6 @@ absl::StatusOr<double> median_ms(gpuStream_t stream, int warmup, int reps,
     GPU_CHECK(gpuEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
     ms[i] = t;
   }
-  for (gpuEvent_t& e : ev) (void)gpuEventDestroy(e);
   std::sort(ms.begin(), ms.end());
   return ms[reps / 2];
 }

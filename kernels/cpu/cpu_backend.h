@@ -20,6 +20,7 @@ class CpuBackend final : public Backend {
   void free(void* data) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   size_t free_memory() const override;
+  bool uses_host_memory() const override { return true; }
   absl::Status load_weight(const WeightSource& weights, std::string_view name,
                            const Tensor& dst) override;
   void upload_f32(std::span<const float> src, const Tensor& dst) override;

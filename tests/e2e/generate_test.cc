@@ -53,23 +53,7 @@ Reference engine_reference(const std::string& prompt, int max_tokens, bool chat)
   return ref;
 }
 
-class GenerateE2E : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!std::filesystem::exists(default_model_path())) return;
-    server_ = TestServer::start(test_config()).release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    TESSERA_SKIP_WITHOUT_MODEL();
-    ASSERT_NE(server_, nullptr);
-  }
-  static TestServer* server_;
-};
-TestServer* GenerateE2E::server_ = nullptr;
+class GenerateE2E : public SharedServerTest<GenerateE2E> {};
 
 void expect_same_as_reference(const Reference& ref, const UnaryResult& unary, const StreamResult& stream) {
   ASSERT_TRUE(unary.status.ok()) << unary.status.error_message();

@@ -90,4 +90,24 @@ inline constexpr int kNotServing = 2;
 // The service names server reflection lists.
 std::vector<std::string> reflection_services(grpc::Channel& channel);
 
+// A suite whose tests share one in-process tesserad started with test_config(); each suite
+// deriving from it (with itself as `Suite`) gets its own server, skipped without the model.
+template <typename Suite>
+class SharedServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!std::filesystem::exists(default_model_path())) return;
+    server_ = TestServer::start(test_config()).release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    TESSERA_SKIP_WITHOUT_MODEL();
+    ASSERT_NE(server_, nullptr);
+  }
+  static inline TestServer* server_ = nullptr;
+};
+
 }  // namespace tessera::e2e

@@ -106,23 +106,7 @@ const std::vector<BadRequest>& bad_requests() {
   return kTable;
 }
 
-class ValidationE2E : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!std::filesystem::exists(default_model_path())) return;
-    server_ = TestServer::start(test_config()).release();  // max_model_len 2048, 256 KiB messages
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    TESSERA_SKIP_WITHOUT_MODEL();
-    ASSERT_NE(server_, nullptr);
-  }
-  static TestServer* server_;
-};
-TestServer* ValidationE2E::server_ = nullptr;
+class ValidationE2E : public SharedServerTest<ValidationE2E> {};
 
 TEST_F(ValidationE2E, EveryBadRequestGetsItsCodeAndNamesTheField) {
   ASSERT_GE(bad_requests().size(), 20u);

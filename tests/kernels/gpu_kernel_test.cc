@@ -59,6 +59,9 @@ struct Pair {
   Tensor c, g;
 };
 
+struct AttnCase;
+struct AttnInputs;
+
 class GpuKernelTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -74,6 +77,8 @@ class GpuKernelTest : public ::testing::Test {
     ASSERT_NE(backend, nullptr);
     gpu_ = backend;
   }
+
+  AttnInputs attention_inputs(const AttnCase& c, float k_max);
 
   Pair make(std::initializer_list<int64_t> dims, DType gpu_dtype = DType::kBF16) {
     Pair p;
@@ -299,21 +304,37 @@ std::vector<AttnCase> attention_cases() {
   return cases;
 }
 
+// The batch of an attention case over a paged cache, random qkv (|x| < 2), k (|x| < k_max) and v,
+// and the step begun on both backends.
+struct AttnInputs {
+  AttentionShape shape;
+  StepBatch batch;
+  Pair qkv, k, v;
+};
+
+AttnInputs GpuKernelTest::attention_inputs(const AttnCase& c, float k_max) {
+  constexpr int32_t kBlockSize = 16, kNumBlocks = 512;
+  AttnInputs in;
+  in.shape = AttentionShape{c.num_heads, c.num_kv_heads, c.head_dim};
+  in.batch = make_batch(c.seqs, kBlockSize, kNumBlocks, 1000, rng_);
+  in.qkv = make({in.batch.num_tokens(), in.shape.qkv_width()});
+  in.k = make({kNumBlocks, kBlockSize, c.num_kv_heads, c.head_dim});
+  in.v = make({kNumBlocks, kBlockSize, c.num_kv_heads, c.head_dim});
+  fill(in.qkv, 2.0f);
+  fill(in.k, k_max);
+  fill(in.v);
+  cpu_.begin_step(in.batch);
+  gpu_->begin_step(in.batch);
+  return in;
+}
+
 TEST_F(GpuKernelTest, RopeAndCache) {
   for (const AttnCase& c : attention_cases()) {
-    const int32_t block_size = 16, num_blocks = 512;
-    const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim};
-    StepBatch b = make_batch(c.seqs, block_size, num_blocks, 1000, rng_);
-    Pair qkv = make({b.num_tokens(), shape.qkv_width()});
-    Pair k = make({num_blocks, block_size, c.num_kv_heads, c.head_dim});
-    Pair v = make({num_blocks, block_size, c.num_kv_heads, c.head_dim});
+    AttnInputs in = attention_inputs(c, 1.0f);
+    const AttentionShape shape = in.shape;
+    Pair &qkv = in.qkv, &k = in.k, &v = in.v;
     Pair freq = make({c.head_dim / 2}, DType::kF32);
-    fill(qkv, 2.0f);
-    fill(k);
-    fill(v);
     set(freq, inv_freq(c.head_dim));
-    cpu_.begin_step(b);
-    gpu_->begin_step(b);
     cpu_.rope_and_cache(qkv.c, freq.c, shape, KvLayerView{k.c, v.c});
     gpu_->rope_and_cache(qkv.g, freq.g, shape, KvLayerView{k.g, v.g});
     const double eq = err(qkv), ek = err(k), ev = err(v);
@@ -327,20 +348,13 @@ TEST_F(GpuKernelTest, RopeAndCache) {
 
 TEST_F(GpuKernelTest, Attention) {
   for (const AttnCase& c : attention_cases()) {
-    const int32_t block_size = 16, num_blocks = 512;
-    const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim};
-    StepBatch b = make_batch(c.seqs, block_size, num_blocks, 1000, rng_);
-    Pair qkv = make({b.num_tokens(), shape.qkv_width()});
-    Pair k = make({num_blocks, block_size, c.num_kv_heads, c.head_dim});
-    Pair v = make({num_blocks, block_size, c.num_kv_heads, c.head_dim});
+    AttnInputs in = attention_inputs(c, 2.0f);
+    const AttentionShape shape = in.shape;
+    Pair &qkv = in.qkv, &k = in.k, &v = in.v;
+    const StepBatch& b = in.batch;
     Pair out = make({b.num_tokens(), static_cast<int64_t>(c.num_heads) * c.head_dim});
-    fill(qkv, 2.0f);
-    fill(k, 2.0f);
-    fill(v);
     poison(out);
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    cpu_.begin_step(b);
-    gpu_->begin_step(b);
     cpu_.attention(qkv.c, KvLayerView{k.c, v.c}, shape, scale, out.c);
     gpu_->attention(qkv.g, KvLayerView{k.g, v.g}, shape, scale, out.g);
     const double e = err(out);

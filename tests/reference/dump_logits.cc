@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/numbers.h"
 #include "runtime/model_instance.h"
 
 namespace {
@@ -53,7 +54,11 @@ int main(int argc, char** argv) {
     if (prompt.starts_with("ids:")) {
       ids.emplace();
       std::istringstream list(prompt.substr(4));
-      for (std::string id; std::getline(list, id, ',');) ids->push_back(std::stoi(id));
+      for (std::string id; std::getline(list, id, ',');) {
+        int32_t value = 0;
+        if (!absl::SimpleAtoi(id, &value)) return fail("not a token id in " + prompt + ": " + id);
+        ids->push_back(value);
+      }
     } else {
       ids = m.tokenizer().encode(prompt);
     }

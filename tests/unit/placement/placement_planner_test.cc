@@ -8,27 +8,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/unit/placement/fake_model.h"
+
 namespace tessera {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kKiB = uint64_t{1} << 10;
-constexpr uint64_t kGiB = uint64_t{1} << 30;
-
-// 32 layers of 1 GiB, 1 GiB embeddings and lm_head, an 8 KiB final norm, 64 KiB of KV per
-// token and layer: every split can be worked out by hand.
-ModelFootprint model32(bool tied = false) {
-  ModelFootprint m;
-  m.embedding_bytes = kGiB;
-  m.layer_bytes.assign(32, kGiB);
-  m.final_norm_bytes = 8 * kKiB;
-  m.lm_head_bytes = tied ? 0 : kGiB;
-  m.tied_embeddings = tied;
-  m.kv_bytes_per_token_per_layer = 64 * kKiB;
-  return m;
-}
+using namespace placement_test;
 
 std::vector<DeviceInfo> devices(std::vector<uint64_t> free_gib) {
   std::vector<DeviceInfo> out;

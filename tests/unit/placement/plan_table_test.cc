@@ -6,22 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/unit/placement/fake_model.h"
+
 namespace tessera {
 namespace {
 
-constexpr uint64_t kKiB = uint64_t{1} << 10;
-constexpr uint64_t kGiB = uint64_t{1} << 30;
-
-ModelFootprint model32(bool tied) {
-  ModelFootprint m;
-  m.embedding_bytes = kGiB;
-  m.layer_bytes.assign(32, kGiB);
-  m.final_norm_bytes = 8 * kKiB;
-  m.lm_head_bytes = tied ? 0 : kGiB;
-  m.tied_embeddings = tied;
-  m.kv_bytes_per_token_per_layer = 64 * kKiB;
-  return m;
-}
+using namespace placement_test;
 
 PlacementPlan plan(const char* device_map, bool tied, int num_devices) {
   std::vector<DeviceInfo> devices;
