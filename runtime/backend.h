@@ -19,6 +19,7 @@
 #include "runtime/model/weight_source.h"
 #include "runtime/step_batch.h"
 #include "runtime/tensor.h"
+#include "runtime/tuning/tunable_gemm.h"
 
 namespace tessera {
 
@@ -88,6 +89,16 @@ class Backend {
   virtual void gather_logit_rows(const Tensor& x, const Tensor& out) = 0;
   // Waits for the step's work (a no-op on CPU).
   virtual absl::Status synchronize() = 0;
+
+  // --- GEMM tuning (runtime/tuning/) --------------------------------------------------------
+  // This backend's GEMM algorithms, for the tuner; nullptr when it has nothing to tune.
+  virtual TunableGemm* tunable_gemm() { return nullptr; }
+  // Where linear() takes its algorithm from; nullptr (the default) = always the library's.
+  // Not owned; must outlive the backend's use of it.
+  void set_gemm_solutions(GemmSolutionSource* solutions) { gemm_solutions_ = solutions; }
+
+ protected:
+  GemmSolutionSource* gemm_solutions_ = nullptr;
 };
 
 inline void DeviceBuffer::reset() {
