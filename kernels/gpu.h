@@ -33,6 +33,7 @@ __host__ __device__ inline hip_bfloat16 __float2bfloat16(float v) { return hip_b
 inline constexpr gpuError_t gpuSuccess = hipSuccess;
 inline constexpr gpuError_t gpuErrorMemoryAllocation = hipErrorOutOfMemory;
 inline constexpr gpuError_t gpuErrorInvalidValue = hipErrorInvalidValue;
+inline constexpr gpuError_t gpuErrorPeerAccessAlreadyEnabled = hipErrorPeerAccessAlreadyEnabled;
 #define gpuGetErrorString hipGetErrorString
 #define gpuGetErrorName hipGetErrorName
 #define gpuGetLastError hipGetLastError
@@ -63,6 +64,11 @@ using gpuDeviceProp = hipDeviceProp_t;
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuGetDevice hipGetDevice
+#define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
+#define gpuDeviceEnablePeerAccess hipDeviceEnablePeerAccess
+#define gpuMemcpyPeerAsync hipMemcpyPeerAsync
+#define gpuStreamWaitEvent hipStreamWaitEvent
 #else
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -74,6 +80,7 @@ using gpu_bf16 = __nv_bfloat16;
 inline constexpr gpuError_t gpuSuccess = cudaSuccess;
 inline constexpr gpuError_t gpuErrorMemoryAllocation = cudaErrorMemoryAllocation;
 inline constexpr gpuError_t gpuErrorInvalidValue = cudaErrorInvalidValue;
+inline constexpr gpuError_t gpuErrorPeerAccessAlreadyEnabled = cudaErrorPeerAccessAlreadyEnabled;
 #define gpuGetErrorString cudaGetErrorString
 #define gpuGetErrorName cudaGetErrorName
 #define gpuGetLastError cudaGetLastError
@@ -104,6 +111,11 @@ using gpuDeviceProp = cudaDeviceProp;
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuGetDevice cudaGetDevice
+#define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
+#define gpuDeviceEnablePeerAccess cudaDeviceEnablePeerAccess
+#define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
+#define gpuStreamWaitEvent cudaStreamWaitEvent
 #endif
 
 namespace tessera::gpu {

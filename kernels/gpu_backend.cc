@@ -43,11 +43,13 @@ absl::Status GpuBackend::init() {
   multiprocessors_ = prop.multiProcessorCount;
   GPU_CHECK(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking));
   GPU_CHECK(gpuEventCreateWithFlags(&step_copied_, gpuEventDisableTiming));
+  GPU_CHECK(gpuEventCreateWithFlags(&hop_done_, gpuEventDisableTiming));
   GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&scratch_), kScratchFloats * sizeof(float)));
   return gpu::Gemm::create(&gemm_);
 }
 
 GpuBackend::~GpuBackend() {
+  make_current();
   if (stream_ != nullptr) (void)gpuStreamSynchronize(stream_);
   gemm_.reset();
   if (scratch_ != nullptr) (void)gpuFree(scratch_);
@@ -56,7 +58,13 @@ GpuBackend::~GpuBackend() {
   if (step_host_ != nullptr) (void)gpuFreeHost(step_host_);
   if (pinned_ != nullptr) (void)gpuFreeHost(pinned_);
   if (step_copied_ != nullptr) (void)gpuEventDestroy(step_copied_);
+  if (hop_done_ != nullptr) (void)gpuEventDestroy(hop_done_);
   if (stream_ != nullptr) (void)gpuStreamDestroy(stream_);
+}
+
+void GpuBackend::make_current() const {
+  // Cheap when already current; a failure here shows up as the next call's error.
+  (void)gpuSetDevice(device_);
 }
 
 void GpuBackend::record(absl::Status s) {
@@ -73,6 +81,7 @@ bool GpuBackend::check_dtype(const Tensor& t, DType want, const char* op, const 
 // --- memory ---------------------------------------------------------------------------------
 
 absl::StatusOr<DeviceBuffer> GpuBackend::allocate(size_t bytes) {
+  make_current();
   void* p = nullptr;
   const gpuError_t err = gpuMalloc(&p, bytes == 0 ? 1 : bytes);
   if (err == gpuErrorMemoryAllocation) {
@@ -87,14 +96,19 @@ absl::StatusOr<DeviceBuffer> GpuBackend::allocate(size_t bytes) {
   return DeviceBuffer(this, p, bytes);
 }
 
-void GpuBackend::free(void* data) { record(GPU_STATUS(gpuFree(data))); }
+void GpuBackend::free(void* data) {
+  make_current();
+  record(GPU_STATUS(gpuFree(data)));
+}
 
 void GpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  make_current();
   record(GPU_STATUS(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDeviceToHost, stream_)));
   record(GPU_STATUS(gpuStreamSynchronize(stream_)));
 }
 
 size_t GpuBackend::free_memory() const {
+  make_current();
   size_t free_bytes = 0, total = 0;
   if (gpuMemGetInfo(&free_bytes, &total) != gpuSuccess) {
     (void)gpuGetLastError();
@@ -140,6 +154,7 @@ absl::Status GpuBackend::upload(const float* src, int64_t n, const Tensor& dst) 
 
 absl::Status GpuBackend::load_weight(const WeightSource& weights, std::string_view name,
                                      const Tensor& dst) {
+  make_current();
   std::span<const int64_t> shape(dst.shape.data(), dst.rank);
   const size_t n = static_cast<size_t>(dst.numel());
   if (absl::Status s = ensure_pinned(n * sizeof(float)); !s.ok()) return s;
@@ -154,6 +169,7 @@ absl::Status GpuBackend::load_weight(const WeightSource& weights, std::string_vi
 }
 
 void GpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {
+  make_current();
   // Small host tables (inv_freq): stage through pinned memory so the copy is truly async-safe.
   absl::Status s = ensure_pinned(src.size_bytes());
   if (s.ok()) s = GPU_STATUS(gpuStreamSynchronize(stream_));
@@ -165,9 +181,46 @@ void GpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {
   record(std::move(s));
 }
 
+void GpuBackend::enable_peer_access(int peer) {
+  if (std::find(peers_enabled_.begin(), peers_enabled_.end(), peer) != peers_enabled_.end()) return;
+  peers_enabled_.push_back(peer);
+  int can = 0;
+  if (gpuDeviceCanAccessPeer(&can, device_, peer) != gpuSuccess || can == 0) {
+    (void)gpuGetLastError();
+    return;
+  }
+  const gpuError_t err = gpuDeviceEnablePeerAccess(peer, 0);
+  if (err != gpuSuccess) {
+    (void)gpuGetLastError();  // already enabled (another model on this process) is fine too
+    if (err != gpuErrorPeerAccessAlreadyEnabled) {
+      record(gpu::status_from(err, "gpuDeviceEnablePeerAccess", __FILE__, __LINE__));
+    }
+  }
+}
+
+void GpuBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {
+  auto* peer = dynamic_cast<GpuBackend*>(&to);
+  if (peer == nullptr) {
+    record(absl::InvalidArgumentError(str_cat(name_, ": copy_to: ", to.name(), " is not a GPU")));
+    return;
+  }
+  make_current();
+  if (peer == this) {
+    record(GPU_STATUS(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDeviceToDevice, stream_)));
+    return;
+  }
+  enable_peer_access(peer->device_);
+  record(GPU_STATUS(gpuMemcpyPeerAsync(dst, peer->device_, src, device_, bytes, stream_)));
+  record(GPU_STATUS(gpuEventRecord(hop_done_, stream_)));
+  // The peer's stream waits for the copy on the device; the host does not.
+  peer->make_current();
+  peer->record(GPU_STATUS(gpuStreamWaitEvent(peer->stream_, hop_done_, 0)));
+}
+
 // --- the step -------------------------------------------------------------------------------
 
 void GpuBackend::begin_step(const StepBatch& batch) {
+  make_current();
   const int32_t n = batch.num_tokens(), seqs = batch.num_seqs();
   const size_t tables = batch.block_tables.size(), logits = batch.logits_rows.size();
   // Layout: token_ids, positions, slot_mapping, seq_of [n]; query_start [seqs + 1];
@@ -376,6 +429,7 @@ void GpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
 }
 
 absl::Status GpuBackend::synchronize() {
+  make_current();
   const gpuError_t err = gpuStreamSynchronize(stream_);
   if (err != gpuSuccess) {
     record(absl::InternalError(str_cat(name_, ": stream synchronize failed: ", gpuGetErrorName(err),

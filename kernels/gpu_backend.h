@@ -33,6 +33,7 @@ class GpuBackend final : public Backend {
   absl::Status load_weight(const WeightSource& weights, std::string_view name,
                            const Tensor& dst) override;
   void upload_f32(std::span<const float> src, const Tensor& dst) override;
+  void copy_to(Backend& to, void* dst, const void* src, size_t bytes) override;
 
   void begin_step(const StepBatch& batch) override;
   void embedding(const Tensor& table, const Tensor& out) override;
@@ -56,6 +57,12 @@ class GpuBackend final : public Backend {
  private:
   explicit GpuBackend(int device) : device_(device) {}
   absl::Status init();
+  // Makes this backend's GPU the calling thread's current device (several GpuBackends of one
+  // process share the thread: each entry point that calls the runtime selects its own).
+  void make_current() const;
+  // Enables direct access from this GPU to `peer`'s memory once, when the hardware allows it;
+  // without it the driver stages peer copies through host memory.
+  void enable_peer_access(int peer);
   // Keeps the first error; later ones are dropped (they usually follow from it).
   void record(absl::Status s);
   bool check_dtype(const Tensor& t, DType want, const char* op, const char* what);
@@ -84,6 +91,8 @@ class GpuBackend final : public Backend {
   int32_t* step_dev_ = nullptr;
   size_t step_capacity_ = 0;  // int32 elements in each
   gpuEvent_t step_copied_ = nullptr;
+  gpuEvent_t hop_done_ = nullptr;    // the last copy_to() to another GPU, for its stream to wait on
+  std::vector<int> peers_enabled_;  // GPUs enable_peer_access() has handled
   float* decode_part_ = nullptr;  // split-KV partial accumulators, then (max, sum) pairs
   size_t decode_part_floats_ = 0;
   gpu::DeviceStep step_;

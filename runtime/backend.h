@@ -61,6 +61,11 @@ class Backend {
                                    const Tensor& dst) = 0;
   // Copies host fp32 values into `dst`, converting to dst's dtype.
   virtual void upload_f32(std::span<const float> src, const Tensor& dst) = 0;
+  // Copies `bytes` from `src` (this backend's memory) to `dst` in `to`'s memory, `to` being
+  // another device of the same kind or this one: after the work queued here so far, and before
+  // any work queued on `to` afterwards (the hop of hidden states between pipeline stages).
+  // Errors surface at the next synchronize() of either backend.
+  virtual void copy_to(Backend& to, void* dst, const void* src, size_t bytes) = 0;
 
   // --- the step ---------------------------------------------------------------------------
   // Makes `batch` the current step: its metadata is what the ops below read.

@@ -1,6 +1,9 @@
 #include "runtime/backend_factory.h"
 
+#include <algorithm>
+
 #include "kernels/cpu/cpu_backend.h"
+#include "runtime/status_macros.h"
 #include "runtime/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -81,6 +84,55 @@ absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& op
                                               " GPU(s) are visible (0..", gpus - 1, ")"));
   }
   return create_gpu_backend(options.gpu_device);
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Backend>>> create_backends(
+    const BackendOptions& options) {
+  std::vector<std::unique_ptr<Backend>> out;
+  if (options.devices.empty() && !options.all_devices) {
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Backend> one, create_backend(options));
+    out.push_back(std::move(one));
+    return out;
+  }
+  const int gpus = visible_gpus();
+  if (options.kind != BackendKind::kCpu && gpus > 0) {
+    for (int32_t d : options.devices) {
+      if (d < 0 || d >= gpus) {
+        return absl::InvalidArgumentError(str_cat("devices: GPU ", d, " does not exist; ", gpus,
+                                                  " GPU(s) are visible (0..", gpus - 1, ")"));
+      }
+    }
+  }
+  // The kind is decided once, by the first device, so that auto never mixes CPU and GPU.
+  BackendOptions first = options;
+  first.gpu_device = options.devices.empty() ? 0 : options.devices.front();
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Backend> head, create_backend(first));
+  const bool on_gpu = !head->uses_host_memory();
+  std::vector<int32_t> devices = options.devices;
+  if (options.all_devices) {
+    devices.clear();
+    const int n = on_gpu ? gpus : 1;
+    for (int i = 0; i < n; ++i) devices.push_back(i);
+  }
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (std::count(devices.begin(), devices.end(), devices[i]) > 1) {
+      return absl::InvalidArgumentError(
+          str_cat("devices: device ", devices[i], " is listed twice"));
+    }
+  }
+  if (!on_gpu) {
+    for (int32_t d : devices) out.push_back(std::make_unique<CpuBackend>(options.threads, d));
+    return out;
+  }
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (i == 0) {
+      out.push_back(std::move(head));
+      continue;
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Backend> b, create_gpu_backend(devices[i]));
+    out.push_back(std::move(b));
+  }
+  return out;
 }
 
 }  // namespace tessera

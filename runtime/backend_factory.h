@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
@@ -21,6 +22,11 @@ struct BackendOptions {
   BackendKind kind = BackendKind::kAuto;
   int gpu_device = 0;  // device ordinal for the GPU backend
   int threads = 0;     // CPU backend threads; 0 = every core
+  // The devices a model is split over, in pipeline order (create_backends): empty = one device
+  // (gpu_device, or the CPU). On the CPU backend the numbers name CPU "devices" that share the
+  // host (to test and develop placement without GPUs).
+  std::vector<int32_t> devices;
+  bool all_devices = false;  // every visible GPU (one CPU device on the CPU backend)
 };
 
 // "auto", "cpu" or "gpu".
@@ -33,5 +39,9 @@ bool built_with_gpu();
 int visible_gpus();
 
 absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& options);
+
+// One backend per device of options.devices (or the single device), all of one kind. Errors name
+// a device that does not exist and how many are visible.
+absl::StatusOr<std::vector<std::unique_ptr<Backend>>> create_backends(const BackendOptions& options);
 
 }  // namespace tessera

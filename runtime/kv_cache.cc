@@ -3,6 +3,9 @@
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/model/dtype.h"
+#include "runtime/status_macros.h"
+#include "runtime/str_cat.h"
 
 namespace tessera {
 
@@ -50,28 +53,51 @@ size_t KvCacheShape::bytes_per_block(DType dtype) const {
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, KvCacheShape shape) {
+  const LayerSegment all{&backend, 0, shape.num_layers};
+  return create(std::span<const LayerSegment>(&all, 1), shape);
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(std::span<const LayerSegment> segments,
+                                                         KvCacheShape shape) {
   if (shape.num_blocks <= 0 || shape.block_size <= 0 || shape.num_layers <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("kv cache: need at least one block of at least "
                                                    "one token (got ", shape.num_blocks,
                                                    " blocks of ", shape.block_size, ")"));
   }
-  const DType dtype = backend.compute_dtype();
-  const size_t bytes = shape.bytes_per_block(dtype) * shape.num_blocks;
-  auto pool = backend.allocate(bytes);
-  if (!pool.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat("kv cache: ", shape.num_blocks, " blocks need ",
-                                                     bytes, " bytes: ", pool.status().message()));
+  TESSERA_RETURN_IF_ERROR(validate_segments(segments, shape.num_layers));
+  const DType dtype = segments.front().backend->compute_dtype();
+  std::unique_ptr<KvCache> cache(new KvCache(shape, dtype));
+  KvCacheShape one_layer = shape;
+  one_layer.num_layers = 1;
+  const size_t layer_bytes = one_layer.bytes_per_block(dtype) * shape.num_blocks;
+  for (const LayerSegment& seg : segments) {
+    if (seg.backend->compute_dtype() != dtype) {
+      return absl::InvalidArgumentError(str_cat(
+          "kv cache: ", seg.backend->name(), " computes in ", dtype_name(seg.backend->compute_dtype()),
+          ", the first device in ", dtype_name(dtype)));
+    }
+    const size_t bytes = layer_bytes * seg.num_layers;
+    auto pool = seg.backend->allocate(bytes);
+    if (!pool.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "kv cache: ", shape.num_blocks, " blocks of layers ", seg.first_layer, "..",
+          seg.end_layer() - 1, " need ", bytes, " bytes: ", pool.status().message()));
+    }
+    for (int32_t i = 0; i < seg.num_layers; ++i) {
+      cache->layer_base_[seg.first_layer + i] = static_cast<char*>(pool->data()) + i * layer_bytes;
+    }
+    cache->pools_.push_back(*std::move(pool));
   }
-  return std::unique_ptr<KvCache>(new KvCache(shape, dtype, *std::move(pool)));
+  return cache;
 }
 
-KvCache::KvCache(KvCacheShape shape, DType dtype, DeviceBuffer pool)
-    : shape_(shape), dtype_(dtype), pool_(std::move(pool)), allocator_(shape.num_blocks) {}
+KvCache::KvCache(KvCacheShape shape, DType dtype)
+    : shape_(shape), dtype_(dtype), layer_base_(shape.num_layers), allocator_(shape.num_blocks) {}
 
 KvLayerView KvCache::layer(int32_t index) const {
   const int64_t per_pool = static_cast<int64_t>(shape_.num_blocks) * shape_.block_size *
                            shape_.num_kv_heads * shape_.head_dim;
-  auto* base = static_cast<char*>(pool_.data()) + 2 * index * per_pool * element_size(dtype_);
+  char* base = layer_base_[index];
   const std::initializer_list<int64_t> dims = {shape_.num_blocks, shape_.block_size,
                                                shape_.num_kv_heads, shape_.head_dim};
   return KvLayerView{Tensor(base, dtype_, dims),

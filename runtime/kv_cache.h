@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
+#include "runtime/layer_segment.h"
 
 namespace tessera {
 
@@ -61,7 +63,12 @@ struct KvCacheShape {
 
 class KvCache {
  public:
+  // One pool on `backend` for every layer.
   static absl::StatusOr<std::unique_ptr<KvCache>> create(Backend& backend, KvCacheShape shape);
+  // One pool per segment, on its backend, for its layers (a model split over devices). Every
+  // pool has the same blocks: a sequence's block table addresses all of its layers.
+  static absl::StatusOr<std::unique_ptr<KvCache>> create(std::span<const LayerSegment> segments,
+                                                         KvCacheShape shape);
 
   const KvCacheShape& shape() const { return shape_; }
   int32_t block_size() const { return shape_.block_size; }
@@ -70,10 +77,12 @@ class KvCache {
   const BlockAllocator& allocator() const { return allocator_; }
 
  private:
-  KvCache(KvCacheShape shape, DType dtype, DeviceBuffer pool);
+  KvCache(KvCacheShape shape, DType dtype);
   KvCacheShape shape_;
   DType dtype_;
-  DeviceBuffer pool_;  // [num_layers, 2 (k, v), num_blocks, block_size, n_kv_heads, head_dim]
+  // Per segment: [its layers, 2 (k, v), num_blocks, block_size, n_kv_heads, head_dim].
+  std::vector<DeviceBuffer> pools_;
+  std::vector<char*> layer_base_;  // [num_layers]: layer i's K pool, then its V pool
   BlockAllocator allocator_;
 };
 

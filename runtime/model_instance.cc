@@ -1,13 +1,42 @@
 #include "runtime/model_instance.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/placement/device_map.h"
+#include "runtime/placement/plan_table.h"
 #include "runtime/status_macros.h"
 #include "runtime/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {
+
+namespace {
+
+// The devices the backends run on, as the planner sees them: their ordinals (the numbers that
+// device_map and max_memory use) and the memory free on each now.
+std::vector<DeviceInfo> describe_devices(const std::vector<std::unique_ptr<Backend>>& backends,
+                                         const BackendOptions& options) {
+  std::vector<DeviceInfo> out;
+  for (size_t i = 0; i < backends.size(); ++i) {
+    DeviceInfo d;
+    if (!options.devices.empty()) {
+      d.index = options.devices[i];
+    } else if (options.all_devices || backends[i]->uses_host_memory()) {
+      d.index = static_cast<int32_t>(i);
+    } else {
+      d.index = options.gpu_device;
+    }
+    d.name = backends[i]->name();
+    d.free_bytes = backends[i]->free_memory();
+    d.total_bytes = d.free_bytes;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
 
 ModelInstance::~ModelInstance() {
   if (engine_) engine_->shutdown(absl::CancelledError("model unloaded"));
@@ -19,45 +48,103 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   std::unique_ptr<ModelInstance> inst(new ModelInstance(std::move(files)));
   inst->path_ = path;
   const ModelConfig& config = inst->config();
-
-  TESSERA_ASSIGN_OR_RETURN(inst->backend_, create_backend(options.backend));
-  TESSERA_ASSIGN_OR_RETURN(inst->model_,
-                           LlamaModel::load(inst->files_.weights(), *inst->backend_, options.limits));
-
+  TESSERA_RETURN_IF_ERROR(config.validate());
   if (options.block_size <= 0 || options.block_size > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("block_size: ", options.block_size, " is outside [1, 1024]"));
   }
-  const KvCacheShape one_block = inst->model_->kv_cache_shape(1, options.block_size);
-  const size_t block_bytes = one_block.bytes_per_block(inst->backend_->compute_dtype());
-  int64_t budget = options.kv_cache_bytes;
+
+  // Devices and the plan: which holds which layers, checked against their memory before any
+  // weight is read (a model that does not fit says so per device, not with an allocator error).
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Backend>> backends,
+                           create_backends(options.backend));
+  const DType dtype = backends.front()->compute_dtype();
+  PlacementOptions placement;
+  TESSERA_ASSIGN_OR_RETURN(placement.device_map, parse_device_map(options.device_map));
+  TESSERA_ASSIGN_OR_RETURN(placement.max_memory, parse_max_memory(options.max_memory));
+  placement.activation_bytes =
+      LlamaModel::activation_bytes(config, options.limits, options.execution, dtype);
+  placement.kv_reserve_bytes = options.kv_reserve_bytes;
+  placement.kv_reserve_fraction = kDefaultKvReserveFraction;
+  TESSERA_ASSIGN_OR_RETURN(inst->plan_,
+                           plan_placement(LlamaModel::footprint(config, dtype),
+                                          describe_devices(backends, options.backend), placement));
+
+  // Devices the plan left without layers hold nothing: their backends go.
+  std::vector<LayerSegment> segments;
+  for (size_t i = 0; i < inst->plan_.devices.size(); ++i) {
+    const DevicePlacement& d = inst->plan_.devices[i];
+    if (d.num_layers() == 0) continue;
+    segments.push_back(LayerSegment{backends[i].get(), d.first_layer, d.num_layers()});
+    inst->backends_.push_back(std::move(backends[i]));
+  }
+  TESSERA_ASSIGN_OR_RETURN(inst->model_, LlamaModel::load(inst->files_.weights(), segments,
+                                                          options.limits, options.execution));
+
+  // The KV cache: the same blocks on every device, as many as the tightest device holds.
+  const KvCacheShape one_layer_block = inst->model_->kv_cache_shape(1, options.block_size);
+  const size_t layer_block_bytes =
+      one_layer_block.bytes_per_block(dtype) / static_cast<size_t>(config.num_layers);
+  const size_t block_bytes = one_layer_block.bytes_per_block(dtype);
   double fraction = options.kv_cache_fraction;
   if (fraction <= 0) {
-    fraction = inst->backend_->uses_host_memory() ? kDefaultKvFractionCpu : kDefaultKvFractionGpu;
+    fraction = inst->backend().uses_host_memory() ? kDefaultKvFractionCpu : kDefaultKvFractionGpu;
   }
-  const size_t free_after_load = inst->backend_->free_memory();
-  if (budget <= 0) budget = static_cast<int64_t>(static_cast<double>(free_after_load) * fraction);
+  // CPU "devices" all draw on the one host memory.
+  const double device_fraction =
+      inst->backend().uses_host_memory() ? fraction / static_cast<double>(segments.size()) : fraction;
+  int64_t num_blocks = std::numeric_limits<int64_t>::max();
+  size_t free_after_load = 0;
+  std::string tightest;
+  if (options.kv_cache_bytes > 0) {
+    num_blocks = options.kv_cache_bytes / static_cast<int64_t>(block_bytes);
+  } else {
+    for (const LayerSegment& seg : segments) {
+      const size_t free_bytes = seg.backend->free_memory();
+      free_after_load += free_bytes;
+      const int64_t blocks = static_cast<int64_t>(static_cast<double>(free_bytes) * device_fraction) /
+                             static_cast<int64_t>(layer_block_bytes * seg.num_layers);
+      if (blocks < num_blocks) {
+        num_blocks = blocks;
+        tightest = seg.backend->name();
+      }
+    }
+  }
   EngineConfig engine_config = options.engine;
-  if (engine_config.max_model_len <= 0) engine_config.max_model_len = static_cast<int32_t>(config.max_position_embeddings);
+  if (engine_config.max_model_len <= 0) {
+    engine_config.max_model_len = static_cast<int32_t>(config.max_position_embeddings);
+  }
   // No point holding more than every sequence at full length.
   const int64_t most_useful = static_cast<int64_t>(engine_config.max_num_seqs) *
                               ((engine_config.max_model_len + options.block_size - 1) / options.block_size);
-  const int64_t num_blocks = std::min<int64_t>(budget / static_cast<int64_t>(block_bytes), most_useful);
+  num_blocks = std::min(num_blocks, most_useful);
   if (num_blocks < 1) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "kv cache: ", budget, " bytes hold no block of ", options.block_size, " tokens (",
-        block_bytes, " bytes each); raise kv_cache_bytes"));
+        "kv cache: no block of ", options.block_size, " tokens (", block_bytes,
+        " bytes over all layers) fits", tightest.empty() ? "" : " on " + tightest,
+        "; raise kv_cache_bytes or kv_cache_fraction, or lower max_batch_tokens"));
   }
   TESSERA_ASSIGN_OR_RETURN(
-      inst->cache_, KvCache::create(*inst->backend_, inst->model_->kv_cache_shape(
-                                                         static_cast<int32_t>(num_blocks), options.block_size)));
-  spdlog::info("model {}: {} layers, {:.1f} MiB weights on {}; KV cache {} blocks x {} tokens = {} "
-               "tokens ({:.1f} MiB of {:.1f} MiB free after loading{})",
-               path, config.num_layers, inst->model_->weight_bytes() / 1048576.0,
-               inst->backend_->name(), num_blocks, options.block_size, num_blocks * options.block_size,
-               num_blocks * block_bytes / 1048576.0, free_after_load / 1048576.0,
-               options.kv_cache_bytes > 0 ? std::string(", kv_cache_bytes")
-                                          : str_cat(", kv_cache_fraction ", fraction));
+      inst->cache_,
+      KvCache::create(segments, inst->model_->kv_cache_shape(static_cast<int32_t>(num_blocks),
+                                                             options.block_size)));
+  // The plan's KV columns estimated from the reserve; now they are what was allocated.
+  for (DevicePlacement& d : inst->plan_.devices) {
+    if (d.num_layers() == 0) continue;
+    d.kv_bytes = layer_block_bytes * d.num_layers() * static_cast<uint64_t>(num_blocks);
+    d.kv_capacity_tokens = num_blocks * options.block_size;
+  }
+  inst->plan_.kv_capacity_tokens = num_blocks * options.block_size;
+  spdlog::info("model {}: {} layers, {:.1f} MiB weights on {} device(s)\n{}", path,
+               config.num_layers, inst->model_->weight_bytes() / 1048576.0, segments.size(),
+               format_plan_table(inst->plan_));
+  spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({:.1f} MiB{})", num_blocks,
+               options.block_size, num_blocks * options.block_size,
+               num_blocks * block_bytes / 1048576.0,
+               options.kv_cache_bytes > 0
+                   ? std::string(", kv_cache_bytes")
+                   : str_cat(" of ", free_after_load / 1048576, " MiB free after loading, kv_cache_fraction ",
+                             fraction));
   inst->engine_ = std::make_unique<Engine>(*inst->model_, *inst->cache_, inst->files_.tokenizer(),
                                            engine_config);
   return inst;

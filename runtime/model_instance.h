@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
@@ -14,11 +15,19 @@
 #include "runtime/kv_cache.h"
 #include "runtime/model/llama.h"
 #include "runtime/model/model_loader.h"
+#include "runtime/placement/placement_planner.h"
 
 namespace tessera {
 
 struct InstanceOptions {
-  BackendOptions backend;          // which backend (auto/cpu/gpu), GPU ordinal, CPU threads
+  BackendOptions backend;          // which backend (auto/cpu/gpu), devices, CPU threads
+  // Placement over backend.devices (runtime/placement/): a strategy or explicit map, per-device
+  // caps ("0=40GiB,1=70GiB"; empty = free memory), and the memory kept free of weights on each
+  // device for its KV cache (0 = kDefaultKvReserveFraction of what it allows).
+  std::string device_map = "auto";
+  std::string max_memory;
+  uint64_t kv_reserve_bytes = 0;
+  ExecutionOptions execution;      // micro-batches through the stages; GEMM padding buckets
   ForwardLimits limits;            // tokens per step, sequences sampled per step
   int32_t block_size = 16;         // KV tokens per block
   int64_t kv_cache_bytes = 0;      // 0 = kv_cache_fraction of free memory
@@ -30,6 +39,7 @@ struct InstanceOptions {
 
 inline constexpr double kDefaultKvFractionCpu = 0.25;  // host memory is shared with everything
 inline constexpr double kDefaultKvFractionGpu = 0.90;  // the device is ours
+inline constexpr double kDefaultKvReserveFraction = 0.10;  // accelerate keeps a margin like it
 
 class ModelInstance {
  public:
@@ -40,7 +50,12 @@ class ModelInstance {
   const ModelFiles& files() const { return files_; }
   const ModelConfig& config() const { return files_.config(); }
   const Tokenizer& tokenizer() const { return files_.tokenizer(); }
-  Backend& backend() { return *backend_; }
+  // The first device's backend (the only one unless the model is split).
+  Backend& backend() { return *backends_.front(); }
+  // The devices that hold the model's layers, in pipeline order.
+  const std::vector<std::unique_ptr<Backend>>& backends() const { return backends_; }
+  // Where the layers went, per device: bytes, KV capacity (the plan table's source).
+  const PlacementPlan& plan() const { return plan_; }
   LlamaModel& model() { return *model_; }
   KvCache& cache() { return *cache_; }
   Engine& engine() { return *engine_; }
@@ -51,7 +66,8 @@ class ModelInstance {
 
   std::string path_;
   ModelFiles files_;
-  std::unique_ptr<Backend> backend_;
+  std::vector<std::unique_ptr<Backend>> backends_;
+  PlacementPlan plan_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Engine> engine_;  // declared last: destroyed first

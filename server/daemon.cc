@@ -97,6 +97,7 @@ absl::Status Daemon::load_model() {
   metrics_.set_engine_stats(&model_->engine().stats(), model_info.backend());
   metrics_.set_model_info({model_->id(), model_info.architecture(), model_info.dtype(),
                            model_info.backend(), model_info.max_model_len()});
+  metrics_.set_placement(model_->instance().plan());
   model_->engine().start();
   readiness_.set_model_loaded(true);
   // No warmup exists yet (it arrives with GEMM tuning): ready as soon as the model is.

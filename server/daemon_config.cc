@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/placement/device_map.h"
 #include "yaml-cpp/yaml.h"
 
 namespace tessera::server {
@@ -246,6 +247,24 @@ const std::vector<KeySpec>& specs() {
                         &DaemonConfig::gpu_device, 0, 1023));
     s.push_back(int_key("threads", "an integer in [0, 1024] (0 = every core)",
                         "CPU backend threads", &DaemonConfig::threads, 0, 1024));
+    s.push_back(string_key("devices", "device ordinals in pipeline order (e.g. 0,1), all, or empty (gpu_device alone)",
+                           "the devices the model is split over", &DaemonConfig::devices,
+                           [](std::string_view v) { return v == "all" || parse_devices(v).ok(); }));
+    s.push_back(string_key("device_map",
+                           "auto, balanced, balanced_low_0, sequential, or an explicit map "
+                           "prefix=device,... (e.g. model.layers.0-15=0,model.layers.16-31=1,...)",
+                           "how layers are placed on the devices (accelerate's semantics)",
+                           &DaemonConfig::device_map,
+                           [](std::string_view v) { return parse_device_map(v).ok(); }));
+    s.push_back(string_key("max_memory", "device=bytes,... (e.g. 0=40GiB,1=70GiB), or empty (free memory)",
+                           "memory each device may give the model", &DaemonConfig::max_memory,
+                           [](std::string_view v) { return parse_max_memory(v).ok(); }));
+    s.push_back(bytes_key("kv_reserve", "a byte count (e.g. 8GiB) in [0, 1PiB] (0 = 10% of each device's memory)",
+                          "memory per device kept free of weights for its KV cache when placing layers",
+                          &DaemonConfig::kv_reserve, 0, 1024 * kTiB));
+    s.push_back(int_key("micro_batches", "an integer in [1, 64]",
+                        "parts each step is split into so that the devices of a split model work at once",
+                        &DaemonConfig::micro_batches, 1, 64));
     s.push_back(int_key("max_batch_tokens", "an integer in [1, 1048576]",
                         "tokens per engine step: decode tokens plus prefill chunks",
                         &DaemonConfig::max_batch_tokens, 1, 1 << 20));

@@ -31,6 +31,13 @@ struct DaemonConfig {
   int32_t gpu_device = 0;          // GPU ordinal for the GPU backend
   int32_t threads = 0;   // CPU backend threads; 0 = every core
 
+  // Placement over several devices (docs/architecture.md, "Placement").
+  std::string devices;            // "0,1" in pipeline order, "all", or empty = gpu_device alone
+  std::string device_map = "auto";  // auto, balanced, balanced_low_0, sequential, or prefix=device,...
+  std::string max_memory;         // per-device caps "0=40GiB,1=70GiB"; empty = free memory
+  int64_t kv_reserve = 0;         // per device kept free of weights for KV; 0 = 10% of its memory
+  int32_t micro_batches = 1;      // parts a step is split into across the devices' pipeline
+
   // Engine.
   int32_t max_batch_tokens = 2048;  // tokens per engine step (decode + prefill chunks)
   int32_t max_num_seqs = 256;       // sequences running at once

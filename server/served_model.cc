@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "runtime/model/dtype.h"
+#include "runtime/placement/device_map.h"
 
 namespace tessera::server {
 
@@ -19,6 +20,16 @@ InstanceOptions instance_options(const DaemonConfig& config) {
   options.backend.kind = parse_backend_kind(config.backend).value_or(BackendKind::kAuto);
   options.backend.gpu_device = config.gpu_device;
   options.backend.threads = config.threads;
+  // daemon_config validated the placement keys too.
+  if (config.devices == "all") {
+    options.backend.all_devices = true;
+  } else {
+    options.backend.devices = parse_devices(config.devices).value_or(std::vector<int32_t>{});
+  }
+  options.device_map = config.device_map;
+  options.max_memory = config.max_memory;
+  options.kv_reserve_bytes = static_cast<uint64_t>(config.kv_reserve);
+  options.execution.micro_batches = config.micro_batches;
   options.limits.max_batch_tokens = config.max_batch_tokens;
   options.limits.max_logit_rows = config.max_num_seqs;
   options.block_size = config.block_size;
@@ -64,6 +75,20 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::load(const DaemonConfi
   info.set_has_chat_template(m->limits_.has_chat_template);
   info.set_max_num_seqs(ec.max_num_seqs);
   info.set_max_batch_tokens(inst.model().limits().max_batch_tokens);
+  info.set_device_map(std::string(device_map_strategy_name(inst.plan().strategy)));
+  for (const DevicePlacement& d : inst.plan().devices) {
+    tessera::v1::DevicePlacement* p = info.add_placement();
+    p->set_device(d.device);
+    p->set_name(d.name);
+    p->set_first_layer(d.first_layer);
+    p->set_last_layer(d.last_layer);
+    p->set_embeddings(d.embeddings);
+    p->set_head(d.head);
+    p->set_weight_bytes(static_cast<int64_t>(d.weight_bytes));
+    p->set_allowed_bytes(static_cast<int64_t>(d.allowed_bytes));
+    p->set_kv_bytes(static_cast<int64_t>(d.kv_bytes));
+    p->set_kv_capacity_tokens(d.kv_capacity_tokens);
+  }
   return m;
 }
 

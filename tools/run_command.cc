@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/model_instance.h"
+#include "runtime/placement/device_map.h"
 #include "tools/cli_args.h"
 #include "tools/command_support.h"
 #include "tools/commands.h"
@@ -25,6 +26,10 @@ constexpr char kUsage[] =
     "      --top-k K, --top-p P, --min-p P, --seed S   sampling (seed: same seed, same output)\n"
     "      --backend B             auto (GPU if visible, else CPU), cpu, or gpu (default auto)\n"
     "      --gpu-device N          GPU ordinal (default 0)\n"
+    "      --devices LIST          split the model over these devices, in order (0,1 or all)\n"
+    "      --device-map MAP        auto, balanced, balanced_low_0, sequential, or prefix=device,...\n"
+    "      --max-memory CAPS       per-device memory caps, e.g. 0=20GiB,1=20GiB\n"
+    "      --micro-batches N       parts a step flows through the devices in (default 1)\n"
     "      --threads N             CPU threads (default: every core)\n";
 
 int fail(const absl::Status& status) {
@@ -52,7 +57,7 @@ absl::Status read_sampling(const Args& args, Request& request) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads", "backend", "gpu-device"}, sampling_value_flags()}),
+  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads", "backend", "gpu-device", "devices", "device-map", "max-memory", "micro-batches"}, sampling_value_flags()}),
                           {"chat", "help"});
   if (!args.ok()) return fail(args.status());
   if (args->has("help")) return print_usage(kUsage);
@@ -77,6 +82,18 @@ int run_command(int argc, char** argv) {
   options.backend.kind = *backend;
   options.backend.gpu_device = static_cast<int>(*gpu_device);
   options.backend.threads = static_cast<int>(*threads);
+  if (const std::string devices = args->get("devices"); devices == "all") {
+    options.backend.all_devices = true;
+  } else {
+    auto list = parse_devices(devices);
+    if (!list.ok()) return fail(list.status());
+    options.backend.devices = *std::move(list);
+  }
+  options.device_map = args->get("device-map", "auto");
+  options.max_memory = args->get("max-memory");
+  auto micro_batches = args->get_int("micro-batches", 1);
+  if (!micro_batches.ok()) return fail(micro_batches.status());
+  options.execution.micro_batches = static_cast<int32_t>(*micro_batches);
   options.engine.max_num_seqs = 1;
   options.limits.max_logit_rows = 1;
   // One sequence: the cache needs its context and no more.

@@ -26,7 +26,8 @@ void expect_f32(const Tensor& t) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) {
+CpuBackend::CpuBackend(int threads, int device)
+    : name_(device == 0 ? std::string("cpu") : absl::StrCat("cpu:", device)) {
   if (threads > 0) {
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
@@ -37,7 +38,7 @@ absl::StatusOr<DeviceBuffer> CpuBackend::allocate(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (p == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes,
+    return absl::ResourceExhaustedError(absl::StrCat(name_, ": cannot allocate ", bytes,
                                                      " bytes (host memory free: ", free_memory(),
                                                      " bytes)"));
   }
@@ -47,6 +48,11 @@ absl::StatusOr<DeviceBuffer> CpuBackend::allocate(size_t bytes) {
 void CpuBackend::free(void* data) { std::free(data); }
 
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+
+void CpuBackend::copy_to(Backend& /*to*/, void* dst, const void* src, size_t bytes) {
+  // Every CPU "device" is host memory, and `to` runs its ops after this call returns.
   std::memcpy(dst, src, bytes);
 }
 

@@ -10,10 +10,11 @@ namespace tessera {
 
 class CpuBackend final : public Backend {
  public:
-  // `threads` <= 0: use every available core.
-  explicit CpuBackend(int threads = 0);
+  // `threads` <= 0: use every available core. `device` numbers the CPU "devices" of a model
+  // split over several (placement tests and development; they share the host's memory).
+  explicit CpuBackend(int threads = 0, int device = 0);
 
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return name_; }
   DType compute_dtype() const override { return DType::kF32; }
 
   absl::StatusOr<DeviceBuffer> allocate(size_t bytes) override;
@@ -24,6 +25,7 @@ class CpuBackend final : public Backend {
   absl::Status load_weight(const WeightSource& weights, std::string_view name,
                            const Tensor& dst) override;
   void upload_f32(std::span<const float> src, const Tensor& dst) override;
+  void copy_to(Backend& to, void* dst, const void* src, size_t bytes) override;
 
   void begin_step(const StepBatch& batch) override { batch_ = &batch; }
   void embedding(const Tensor& table, const Tensor& out) override;
@@ -40,6 +42,7 @@ class CpuBackend final : public Backend {
   absl::Status synchronize() override { return absl::OkStatus(); }
 
  private:
+  std::string name_;
   const StepBatch* batch_ = nullptr;  // the current step, owned by the caller
 };
 

@@ -1,5 +1,6 @@
 #include "runtime/model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,14 @@ std::string layer_name(int64_t i, std::string_view suffix) {
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource& weights,
                                                              Backend& backend,
                                                              ForwardLimits limits) {
+  const int32_t layers = static_cast<int32_t>(weights.config().num_layers);
+  return load(weights, {LayerSegment{&backend, 0, layers}}, limits, ExecutionOptions{});
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource& weights,
+                                                             std::vector<LayerSegment> segments,
+                                                             ForwardLimits limits,
+                                                             ExecutionOptions execution) {
   const ModelConfig& config = weights.config();
   if (absl::Status s = config.validate(); !s.ok()) return s;
   if (limits.max_batch_tokens <= 0 || limits.max_logit_rows <= 0) {
@@ -26,10 +35,70 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource&
         "max_batch_tokens (", limits.max_batch_tokens, ") and max_logit_rows (",
         limits.max_logit_rows, ") must be positive"));
   }
-  std::unique_ptr<LlamaModel> model(new LlamaModel(backend, config, limits));
+  if (execution.micro_batches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("micro_batches: ", execution.micro_batches, " is not a positive count"));
+  }
+  if (execution.gemm_buckets) TESSERA_RETURN_IF_ERROR(execution.gemm_buckets->validate());
+  TESSERA_RETURN_IF_ERROR(validate_segments(segments, static_cast<int32_t>(config.num_layers)));
+  std::unique_ptr<LlamaModel> model(new LlamaModel(config, limits, std::move(execution)));
+  model->segments_ = std::move(segments);
+  for (const LayerSegment& seg : model->segments_) model->stages_.push_back(Stage{seg, {}, {}});
   TESSERA_RETURN_IF_ERROR(model->load_weights(weights));
-  TESSERA_RETURN_IF_ERROR(model->allocate_activations());
+  for (size_t s = 0; s < model->stages_.size(); ++s) {
+    TESSERA_RETURN_IF_ERROR(
+        model->allocate_activations(model->stages_[s], s + 1 == model->stages_.size()));
+  }
   return model;
+}
+
+namespace {
+
+// Elements of each decoder layer's weights, as load_weights() stores them.
+int64_t layer_elements(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, q_width = c.num_heads * c.head_dim;
+  const int64_t qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  return 2 * h + qkv_rows * h + h * q_width + 3 * c.intermediate_size * h;
+}
+
+}  // namespace
+
+ModelFootprint LlamaModel::footprint(const ModelConfig& c, DType dtype) {
+  const uint64_t es = element_size(dtype);
+  ModelFootprint f;
+  f.embedding_bytes = static_cast<uint64_t>(c.vocab_size * c.hidden_size) * es;
+  f.layer_bytes.assign(static_cast<size_t>(c.num_layers), static_cast<uint64_t>(layer_elements(c)) * es);
+  f.final_norm_bytes = static_cast<uint64_t>(c.hidden_size) * es;
+  f.tied_embeddings = c.tie_word_embeddings;
+  f.lm_head_bytes = c.tie_word_embeddings ? 0 : f.embedding_bytes;
+  f.kv_bytes_per_token_per_layer = static_cast<uint64_t>(2 * c.num_kv_heads * c.head_dim) * es;
+  return f;
+}
+
+LlamaModel::Capacity LlamaModel::capacity(const ForwardLimits& limits,
+                                          const ExecutionOptions& execution) {
+  Capacity cap{limits.max_batch_tokens, limits.max_logit_rows};
+  if (!execution.gemm_buckets) return cap;
+  // A part ends at most at the limit; its padding reaches past it by at most this much.
+  const TokenBuckets& b = *execution.gemm_buckets;
+  int64_t token_pad = 0, row_pad = 0;
+  for (int64_t n = 1; n <= limits.max_batch_tokens; ++n) {
+    token_pad = std::max({token_pad, padded_step_tokens(b, n, true) - n,
+                          padded_step_tokens(b, n, false) - n});
+  }
+  for (int64_t r = 1; r <= limits.max_logit_rows; ++r) row_pad = std::max(row_pad, decode_bucket(b, r) - r);
+  return Capacity{cap.tokens + token_pad, cap.logit_rows + row_pad};
+}
+
+uint64_t LlamaModel::activation_bytes(const ModelConfig& c, const ForwardLimits& limits,
+                                      const ExecutionOptions& execution, DType dtype) {
+  const Capacity cap = capacity(limits, execution);
+  const int64_t qkv = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  // residual, normed, proj; qkv; attn; gate_up; act -- as allocate_activations() sizes them.
+  const int64_t per_token = 3 * c.hidden_size + qkv + c.num_heads * c.head_dim + 3 * c.intermediate_size;
+  return static_cast<uint64_t>(cap.tokens * per_token + cap.logit_rows * c.hidden_size) *
+             element_size(dtype) +
+         static_cast<uint64_t>(cap.logit_rows * c.vocab_size) * sizeof(float);
 }
 
 AttentionShape LlamaModel::attention_shape() const {
@@ -44,9 +113,10 @@ KvCacheShape LlamaModel::kv_cache_shape(int32_t num_blocks, int32_t block_size) 
                       static_cast<int32_t>(config_.head_dim)};
 }
 
-absl::StatusOr<Tensor> LlamaModel::allocate(DType dtype, std::initializer_list<int64_t> dims) {
+absl::StatusOr<Tensor> LlamaModel::allocate(Backend& backend, DType dtype,
+                                             std::initializer_list<int64_t> dims) {
   Tensor t(nullptr, dtype, dims);
-  auto buffer = backend_.allocate(t.nbytes());
+  auto buffer = backend.allocate(t.nbytes());
   if (!buffer.ok()) return buffer.status();
   t.data = buffer->data();
   buffers_.push_back(*std::move(buffer));
@@ -55,10 +125,10 @@ absl::StatusOr<Tensor> LlamaModel::allocate(DType dtype, std::initializer_list<i
 
 // Loads `names` stacked along the first dimension into one tensor of shape `dims` (a fused
 // weight when there are several names).
-absl::StatusOr<Tensor> LlamaModel::load_tensor(const WeightSource& weights,
+absl::StatusOr<Tensor> LlamaModel::load_tensor(Backend& backend, const WeightSource& weights,
                                                std::initializer_list<std::string_view> names,
                                                std::initializer_list<int64_t> dims) {
-  absl::StatusOr<Tensor> t = allocate(backend_.compute_dtype(), dims);
+  absl::StatusOr<Tensor> t = allocate(backend, backend.compute_dtype(), dims);
   if (!t.ok()) return t.status();
   const int64_t rows_each = t->dim(0) / static_cast<int64_t>(names.size());
   int64_t row = 0;
@@ -75,7 +145,7 @@ absl::StatusOr<Tensor> LlamaModel::load_tensor(const WeightSource& weights,
                                                        t->dim(0) - row));
       }
     }
-    TESSERA_RETURN_IF_ERROR(backend_.load_weight(weights, name, t->rows(row, rows)));
+    TESSERA_RETURN_IF_ERROR(backend.load_weight(weights, name, t->rows(row, rows)));
     row += rows;
   }
   if (row != t->dim(0)) {
@@ -90,51 +160,69 @@ absl::Status LlamaModel::load_weights(const WeightSource& weights) {
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size, q_width = c.num_heads * c.head_dim;
   const int64_t qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  Backend& first = *stages_.front().segment.backend;
+  Backend& last = *stages_.back().segment.backend;
 
-  TESSERA_ASSIGN_OR_RETURN(embed_, load_tensor(weights, {"model.embed_tokens.weight"}, {c.vocab_size, h}));
-  TESSERA_ASSIGN_OR_RETURN(final_norm_, load_tensor(weights, {"model.norm.weight"}, {h}));
-  if (c.tie_word_embeddings) {
+  TESSERA_ASSIGN_OR_RETURN(embed_, load_tensor(first, weights, {"model.embed_tokens.weight"}, {c.vocab_size, h}));
+  TESSERA_ASSIGN_OR_RETURN(final_norm_, load_tensor(last, weights, {"model.norm.weight"}, {h}));
+  if (c.tie_word_embeddings && &first == &last) {
     lm_head_ = embed_;
   } else {
-    TESSERA_ASSIGN_OR_RETURN(lm_head_, load_tensor(weights, {"lm_head.weight"}, {c.vocab_size, h}));
+    // Untied, or tied with the head on another device than the embeddings: that device holds
+    // its own copy of the (shared) matrix.
+    const std::string_view name = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    TESSERA_ASSIGN_OR_RETURN(lm_head_, load_tensor(last, weights, {name}, {c.vocab_size, h}));
   }
   layers_.resize(c.num_layers);
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    Layer& l = layers_[i];
-    const std::string q = layer_name(i, "self_attn.q_proj.weight");
-    const std::string k = layer_name(i, "self_attn.k_proj.weight");
-    const std::string v = layer_name(i, "self_attn.v_proj.weight");
-    const std::string gate = layer_name(i, "mlp.gate_proj.weight");
-    const std::string up = layer_name(i, "mlp.up_proj.weight");
-    TESSERA_ASSIGN_OR_RETURN(l.input_norm, load_tensor(weights, {layer_name(i, "input_layernorm.weight")}, {h}));
-    TESSERA_ASSIGN_OR_RETURN(l.qkv, load_tensor(weights, {q, k, v}, {qkv_rows, h}));
-    TESSERA_ASSIGN_OR_RETURN(l.o, load_tensor(weights, {layer_name(i, "self_attn.o_proj.weight")}, {h, q_width}));
-    TESSERA_ASSIGN_OR_RETURN(l.post_norm,
-                   load_tensor(weights, {layer_name(i, "post_attention_layernorm.weight")}, {h}));
-    TESSERA_ASSIGN_OR_RETURN(l.gate_up, load_tensor(weights, {gate, up}, {2 * c.intermediate_size, h}));
-    TESSERA_ASSIGN_OR_RETURN(l.down, load_tensor(weights, {layer_name(i, "mlp.down_proj.weight")},
-                                       {h, c.intermediate_size}));
+  for (Stage& stage : stages_) {
+    Backend& b = *stage.segment.backend;
+    for (int64_t i = stage.segment.first_layer; i < stage.segment.end_layer(); ++i) {
+      Layer& l = layers_[i];
+      const std::string q = layer_name(i, "self_attn.q_proj.weight");
+      const std::string k = layer_name(i, "self_attn.k_proj.weight");
+      const std::string v = layer_name(i, "self_attn.v_proj.weight");
+      const std::string gate = layer_name(i, "mlp.gate_proj.weight");
+      const std::string up = layer_name(i, "mlp.up_proj.weight");
+      TESSERA_ASSIGN_OR_RETURN(l.input_norm, load_tensor(b, weights, {layer_name(i, "input_layernorm.weight")}, {h}));
+      TESSERA_ASSIGN_OR_RETURN(l.qkv, load_tensor(b, weights, {q, k, v}, {qkv_rows, h}));
+      TESSERA_ASSIGN_OR_RETURN(l.o, load_tensor(b, weights, {layer_name(i, "self_attn.o_proj.weight")}, {h, q_width}));
+      TESSERA_ASSIGN_OR_RETURN(l.post_norm,
+                               load_tensor(b, weights, {layer_name(i, "post_attention_layernorm.weight")}, {h}));
+      TESSERA_ASSIGN_OR_RETURN(l.gate_up, load_tensor(b, weights, {gate, up}, {2 * c.intermediate_size, h}));
+      TESSERA_ASSIGN_OR_RETURN(l.down, load_tensor(b, weights, {layer_name(i, "mlp.down_proj.weight")},
+                                                   {h, c.intermediate_size}));
+    }
+    const std::vector<float> inv_freq = rope_inv_freq(c);
+    TESSERA_ASSIGN_OR_RETURN(stage.inv_freq,
+                             allocate(b, DType::kF32, {static_cast<int64_t>(inv_freq.size())}));
+    b.upload_f32(inv_freq, stage.inv_freq);
   }
-  const std::vector<float> inv_freq = rope_inv_freq(c);
-  TESSERA_ASSIGN_OR_RETURN(inv_freq_, allocate(DType::kF32, {static_cast<int64_t>(inv_freq.size())}));
-  backend_.upload_f32(inv_freq, inv_freq_);
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::allocate_activations() {
+absl::Status LlamaModel::allocate_activations(Stage& stage, bool last) {
   const ModelConfig& c = config_;
-  const DType dt = backend_.compute_dtype();
-  const int64_t n = limits_.max_batch_tokens, rows = limits_.max_logit_rows;
-  TESSERA_ASSIGN_OR_RETURN(act_.residual, allocate(dt, {n, c.hidden_size}));
-  TESSERA_ASSIGN_OR_RETURN(act_.normed, allocate(dt, {n, c.hidden_size}));
-  TESSERA_ASSIGN_OR_RETURN(act_.qkv, allocate(dt, {n, attention_shape().qkv_width()}));
-  TESSERA_ASSIGN_OR_RETURN(act_.attn, allocate(dt, {n, c.num_heads * c.head_dim}));
-  TESSERA_ASSIGN_OR_RETURN(act_.proj, allocate(dt, {n, c.hidden_size}));
-  TESSERA_ASSIGN_OR_RETURN(act_.gate_up, allocate(dt, {n, 2 * c.intermediate_size}));
-  TESSERA_ASSIGN_OR_RETURN(act_.act, allocate(dt, {n, c.intermediate_size}));
-  TESSERA_ASSIGN_OR_RETURN(act_.last, allocate(dt, {rows, c.hidden_size}));
-  TESSERA_ASSIGN_OR_RETURN(act_.logits, allocate(DType::kF32, {rows, c.vocab_size}));
+  Backend& b = *stage.segment.backend;
+  Activations& act = stage.act;
+  const DType dt = b.compute_dtype();
+  const Capacity cap = capacity(limits_, execution_);
+  const int64_t n = cap.tokens;
+  TESSERA_ASSIGN_OR_RETURN(act.residual, allocate(b, dt, {n, c.hidden_size}));
+  TESSERA_ASSIGN_OR_RETURN(act.normed, allocate(b, dt, {n, c.hidden_size}));
+  TESSERA_ASSIGN_OR_RETURN(act.qkv, allocate(b, dt, {n, attention_shape().qkv_width()}));
+  TESSERA_ASSIGN_OR_RETURN(act.attn, allocate(b, dt, {n, c.num_heads * c.head_dim}));
+  TESSERA_ASSIGN_OR_RETURN(act.proj, allocate(b, dt, {n, c.hidden_size}));
+  TESSERA_ASSIGN_OR_RETURN(act.gate_up, allocate(b, dt, {n, 2 * c.intermediate_size}));
+  TESSERA_ASSIGN_OR_RETURN(act.act, allocate(b, dt, {n, c.intermediate_size}));
+  if (!last) return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(act.last, allocate(b, dt, {cap.logit_rows, c.hidden_size}));
+  TESSERA_ASSIGN_OR_RETURN(act.logits, allocate(b, DType::kF32, {cap.logit_rows, c.vocab_size}));
   return absl::OkStatus();
+}
+
+int64_t LlamaModel::gemm_rows(int64_t rows, bool has_prefill) const {
+  if (!execution_.gemm_buckets) return rows;
+  return padded_step_tokens(*execution_.gemm_buckets, rows, has_prefill);
 }
 
 absl::Status LlamaModel::forward(const StepBatch& batch, const KvCache& cache,
@@ -148,45 +236,87 @@ absl::Status LlamaModel::forward(const StepBatch& batch, const KvCache& cache,
                                             limits_.max_batch_tokens, ", ", limits_.max_logit_rows,
                                             ") or the logits span is misshapen"));
   }
+  if (stages_.size() > 1 && execution_.micro_batches > 1) {
+    split_step_batch(batch, execution_.micro_batches, &parts_);
+    for (const StepBatchPart& part : parts_) {
+      for (size_t s = 0; s < stages_.size(); ++s) {
+        run_stage(s, part.batch, part.first_token, part.first_logit_row, cache);
+      }
+    }
+  } else {
+    for (size_t s = 0; s < stages_.size(); ++s) run_stage(s, batch, 0, 0, cache);
+  }
+  // Every stage's errors, the first one reported.
+  absl::Status status;
+  for (Stage& stage : stages_) status.Update(stage.segment.backend->synchronize());
+  if (!status.ok() || n_logits == 0) return status;
+  const Stage& last = stages_.back();
+  last.segment.backend->copy_to_host(logits.data(), last.act.logits.data, logits.size_bytes());
+  return last.segment.backend->synchronize();
+}
+
+void LlamaModel::run_stage(size_t s, const StepBatch& part, int64_t first_token,
+                           int64_t first_logit_row, const KvCache& cache) {
+  const Stage& stage = stages_[s];
+  Backend& b = *stage.segment.backend;
+  const Activations& a = stage.act;
   const AttentionShape shape = attention_shape();
   const float eps = config_.rms_norm_eps;
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
-  Backend& b = backend_;
+  const int64_t n = part.num_tokens();
+  bool has_prefill = false;
+  for (int32_t q = 0; q < part.num_seqs() && !has_prefill; ++q) {
+    has_prefill = part.query_start[q + 1] - part.query_start[q] > 1;
+  }
+  const int64_t m = gemm_rows(n, has_prefill);
 
-  // Views of this step's rows.
-  const Tensor residual = act_.residual.rows(0, n), normed = act_.normed.rows(0, n);
-  const Tensor qkv = act_.qkv.rows(0, n), attn = act_.attn.rows(0, n), proj = act_.proj.rows(0, n);
-  const Tensor gate_up = act_.gate_up.rows(0, n), act = act_.act.rows(0, n);
+  // This part's rows; GEMMs run over `m` of them (the padding rows belong to no one).
+  const Tensor residual = a.residual.rows(first_token, n), normed = a.normed.rows(first_token, n);
+  const Tensor qkv = a.qkv.rows(first_token, n), attn = a.attn.rows(first_token, n);
+  const Tensor proj = a.proj.rows(first_token, n), act = a.act.rows(first_token, n);
+  const Tensor gate_up = a.gate_up.rows(first_token, n);
+  auto padded = [&](const Tensor& t) { return t.rows(first_token, m); };
 
-  b.begin_step(batch);
-  b.embedding(embed_, residual);
-  for (int64_t i = 0; i < config_.num_layers; ++i) {
+  b.begin_step(part);
+  if (s == 0) {
+    b.embedding(embed_, residual);
+  } else {
+    const Stage& prev = stages_[s - 1];
+    prev.segment.backend->copy_to(b, residual.data, prev.act.residual.rows(first_token, n).data,
+                                  residual.nbytes());
+  }
+  for (int32_t i = stage.segment.first_layer; i < stage.segment.end_layer(); ++i) {
     const Layer& l = layers_[i];
-    const KvLayerView kv = cache.layer(static_cast<int32_t>(i));
-    // The previous layer's MLP output joins the residual stream inside the fused norm.
-    if (i == 0) {
+    const KvLayerView kv = cache.layer(i);
+    // The previous layer's MLP output joins the residual stream inside the fused norm; a stage's
+    // first layer receives the stream complete.
+    if (i == stage.segment.first_layer) {
       b.rms_norm(residual, l.input_norm, eps, normed);
     } else {
       b.add_rms_norm(residual, proj, l.input_norm, eps, normed);
     }
-    b.linear(normed, l.qkv, qkv);
-    b.rope_and_cache(qkv, inv_freq_, shape, kv);
+    b.linear(padded(a.normed), l.qkv, padded(a.qkv));
+    b.rope_and_cache(qkv, stage.inv_freq, shape, kv);
     b.attention(qkv, kv, shape, scale, attn);
-    b.linear(attn, l.o, proj);
+    b.linear(padded(a.attn), l.o, padded(a.proj));
     b.add_rms_norm(residual, proj, l.post_norm, eps, normed);
-    b.linear(normed, l.gate_up, gate_up);
+    b.linear(padded(a.normed), l.gate_up, padded(a.gate_up));
     b.silu_mul(gate_up, act);
-    b.linear(act, l.down, proj);
+    b.linear(padded(a.act), l.down, padded(a.proj));
   }
-  if (n_logits == 0) return b.synchronize();
+  const Layer& last_layer = layers_[stage.segment.end_layer() - 1];
+  if (s + 1 < stages_.size()) {
+    // Complete the residual stream before it travels: the backends' only residual add is the
+    // fused one, whose normalized output is not needed here.
+    b.add_rms_norm(residual, proj, last_layer.post_norm, eps, normed);
+    return;
+  }
+  const int64_t n_logits = static_cast<int64_t>(part.logits_rows.size());
+  if (n_logits == 0) return;
   b.add_rms_norm(residual, proj, final_norm_, eps, normed);
-  const Tensor last = act_.last.rows(0, n_logits);
-  b.gather_logit_rows(normed, last);
-  const Tensor out = act_.logits.rows(0, n_logits);
-  b.linear(last, lm_head_, out);
-  TESSERA_RETURN_IF_ERROR(b.synchronize());
-  b.copy_to_host(logits.data(), out.data, out.nbytes());
-  return absl::OkStatus();
+  b.gather_logit_rows(normed, a.last.rows(first_logit_row, n_logits));
+  const int64_t rows = gemm_rows(n_logits, false);
+  b.linear(a.last.rows(first_logit_row, rows), lm_head_, a.logits.rows(first_logit_row, rows));
 }
 
 }  // namespace tessera

@@ -1,26 +1,58 @@
 // The Llama-family forward pass, written once against the Backend seam: embedding, then per
 // layer RMSNorm -> fused QKV -> RoPE + cache write -> paged attention -> O projection ->
 // residual RMSNorm -> fused gate/up -> SiLU-and-mul -> down, then the final norm and lm_head.
+//
+// Split over devices, the layers run as a pipeline of stages (runtime/layer_segment.h): each
+// stage has its own activations; between stages only the residual stream travels (completed
+// with the stage's last MLP output first). With micro-batches the step's sequences are split so
+// that the stages work concurrently on different parts (on devices that queue work
+// asynchronously; the CPU backend runs them one after the other).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
 #include "runtime/kv_cache.h"
+#include "runtime/layer_segment.h"
 #include "runtime/model/forward_model.h"
 #include "runtime/model/weight_source.h"
+#include "runtime/placement/placement_planner.h"
+#include "runtime/step_batch_split.h"
+#include "runtime/tuning/token_buckets.h"
 
 namespace tessera {
+
+struct ExecutionOptions {
+  // Parts each step is split into when the model spans several stages (1 = no split).
+  int32_t micro_batches = 1;
+  // When set, every GEMM runs on its token count padded to these buckets (token_buckets.h), so
+  // that a tuned shape is the one that runs; the padding rows compute nothing anyone reads.
+  std::optional<TokenBuckets> gemm_buckets;
+};
 
 class LlamaModel final : public ForwardModel {
  public:
   // Loads and validates every weight (fusing q/k/v and gate/up), and sizes the activations.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> load(const WeightSource& weights,
                                                           Backend& backend, ForwardLimits limits);
+  // The same over several devices: `segments` (validated against the model) say which backend
+  // holds which layers; the embeddings go to the first, the final norm and lm_head to the last
+  // (a copy of the embeddings there when they are tied).
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> load(const WeightSource& weights,
+                                                          std::vector<LayerSegment> segments,
+                                                          ForwardLimits limits,
+                                                          ExecutionOptions execution);
+
+  // What load() will allocate, in `dtype`, for the placement planner: weight bytes per module,
+  // and the activations one stage holds (the last stage's logits included).
+  static ModelFootprint footprint(const ModelConfig& config, DType dtype);
+  static uint64_t activation_bytes(const ModelConfig& config, const ForwardLimits& limits,
+                                   const ExecutionOptions& execution, DType dtype);
 
   const ModelConfig& config() const { return config_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
@@ -28,6 +60,7 @@ class LlamaModel final : public ForwardModel {
   AttentionShape attention_shape() const;
   KvCacheShape kv_cache_shape(int32_t num_blocks, int32_t block_size) const;
   size_t weight_bytes() const { return weight_bytes_; }
+  const std::vector<LayerSegment>& segments() const { return segments_; }
 
   absl::Status forward(const StepBatch& batch, const KvCache& cache,
                        std::span<float> logits) override;
@@ -53,26 +86,45 @@ class LlamaModel final : public ForwardModel {
     Tensor logits;    // [max_logit_rows, vocab] fp32
   };
 
-  LlamaModel(Backend& backend, ModelConfig config, ForwardLimits limits)
-      : backend_(backend), config_(std::move(config)), limits_(limits) {}
-  absl::StatusOr<Tensor> allocate(DType dtype, std::initializer_list<int64_t> dims);
-  absl::StatusOr<Tensor> load_tensor(const WeightSource& weights,
+  // One pipeline stage's device state.
+  struct Stage {
+    LayerSegment segment;
+    Tensor inv_freq;  // [head_dim / 2] fp32
+    Activations act;  // `last` and `logits` only on the last stage
+  };
+  // Rows the activations hold: the limits plus the most that GEMM padding adds to a part.
+  struct Capacity {
+    int64_t tokens = 0;
+    int64_t logit_rows = 0;
+  };
+
+  LlamaModel(ModelConfig config, ForwardLimits limits, ExecutionOptions execution)
+      : config_(std::move(config)), limits_(limits), execution_(std::move(execution)) {}
+  static Capacity capacity(const ForwardLimits& limits, const ExecutionOptions& execution);
+  absl::StatusOr<Tensor> allocate(Backend& backend, DType dtype, std::initializer_list<int64_t> dims);
+  absl::StatusOr<Tensor> load_tensor(Backend& backend, const WeightSource& weights,
                                      std::initializer_list<std::string_view> names,
                                      std::initializer_list<int64_t> dims);
   absl::Status load_weights(const WeightSource& weights);
-  absl::Status allocate_activations();
+  absl::Status allocate_activations(Stage& stage, bool last);
+  // The padded row count a GEMM over `rows` rows runs with.
+  int64_t gemm_rows(int64_t rows, bool has_prefill) const;
+  // Queues stage `s`'s share of one part of the step.
+  void run_stage(size_t s, const StepBatch& part, int64_t first_token, int64_t first_logit_row,
+                 const KvCache& cache);
 
-  Backend& backend_;
   ModelConfig config_;
   ForwardLimits limits_;
+  ExecutionOptions execution_;
+  std::vector<LayerSegment> segments_;
   std::vector<DeviceBuffer> buffers_;  // owns every tensor below
   size_t weight_bytes_ = 0;
-  Tensor embed_;     // [vocab, hidden]
-  Tensor final_norm_;  // [hidden]
-  Tensor lm_head_;   // [vocab, hidden]; the embedding when tied
-  Tensor inv_freq_;  // [head_dim / 2] fp32
+  Tensor embed_;       // [vocab, hidden], on the first stage
+  Tensor final_norm_;  // [hidden], on the last stage
+  Tensor lm_head_;     // [vocab, hidden], on the last stage; the embedding (or its copy) when tied
   std::vector<Layer> layers_;
-  Activations act_;
+  std::vector<Stage> stages_;
+  std::vector<StepBatchPart> parts_;  // the current step's micro-batches (reused)
 };
 
 }  // namespace tessera

@@ -124,6 +124,18 @@ TesseraMetrics::TesseraMetrics()
                             .Name("tessera_gpu_memory_total_bytes")
                             .Help("GPU memory, per device.")
                             .Register(registry_)),
+      device_layers_(BuildGauge()
+                         .Name("tessera_device_layers")
+                         .Help("Decoder layers placed on each device.")
+                         .Register(registry_)),
+      device_weight_bytes_(BuildGauge()
+                               .Name("tessera_device_weight_bytes")
+                               .Help("Model weight bytes placed on each device.")
+                               .Register(registry_)),
+      device_kv_tokens_(BuildGauge()
+                            .Name("tessera_device_kv_capacity_tokens")
+                            .Help("KV cache capacity in tokens of the layers on each device.")
+                            .Register(registry_)),
       model_info_(BuildGauge()
                       .Name("tessera_model_info")
                       .Help("The served model (value 1).")
@@ -226,6 +238,15 @@ void TesseraMetrics::set_gpu_memory(std::string_view device, double used_bytes,
   const metrics::Labels labels = {{"device", std::string(device)}};
   gpu_memory_used_.Add(labels).Set(used_bytes);
   gpu_memory_total_.Add(labels).Set(total_bytes);
+}
+
+void TesseraMetrics::set_placement(const PlacementPlan& plan) {
+  for (const DevicePlacement& d : plan.devices) {
+    const metrics::Labels labels = {{"device", d.name}};
+    device_layers_.Add(labels).Set(d.num_layers());
+    device_weight_bytes_.Add(labels).Set(static_cast<double>(d.weight_bytes));
+    device_kv_tokens_.Add(labels).Set(static_cast<double>(d.kv_capacity_tokens));
+  }
 }
 
 void TesseraMetrics::collect_locked() {

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "runtime/engine.h"
 #include "runtime/engine_observer.h"
+#include "runtime/placement/placement_planner.h"
 #include "server/metrics/process_collector.h"
 #include "server/metrics/registry.h"
 
@@ -61,6 +62,9 @@ class TesseraMetrics final : public EngineObserver {
   // measures (takes a mutex briefly: not per token). Never called on the CPU backend, so the
   // gauges have no series there.
   void set_gpu_memory(std::string_view device, double used_bytes, double total_bytes);
+  // The placement plan: per device (label "device", the backend's name) its decoder layers,
+  // weight bytes and KV capacity in tokens. Called once, when the model is loaded.
+  void set_placement(const PlacementPlan& plan);
 
   // Refreshes the scrape-time values from the engine's stats.
   void collect();
@@ -104,6 +108,9 @@ class TesseraMetrics final : public EngineObserver {
   metrics::Family<metrics::Gauge>& kv_usage_;
   metrics::Family<metrics::Gauge>& gpu_memory_used_;
   metrics::Family<metrics::Gauge>& gpu_memory_total_;
+  metrics::Family<metrics::Gauge>& device_layers_;
+  metrics::Family<metrics::Gauge>& device_weight_bytes_;
+  metrics::Family<metrics::Gauge>& device_kv_tokens_;
 
   // Info.
   metrics::Family<metrics::Gauge>& model_info_;

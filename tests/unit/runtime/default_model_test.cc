@@ -2,64 +2,13 @@
 // tokens (checked against transformers, docs/reference.md), and the batching machinery
 // (chunked prefill, concurrent sequences) must not change a single token.
 #include <filesystem>
-#include <map>
 
 #include <gtest/gtest.h>
 
-#include "runtime/model_instance.h"
+#include "tests/unit/runtime/default_model_fixture.h"
 
 namespace tessera {
 namespace {
-
-const char* kModel = TESSERA_DEFAULT_MODEL;
-
-class DefaultModel : public ::testing::Test {
- protected:
-  static std::unique_ptr<ModelInstance> load(int32_t max_batch_tokens) {
-    InstanceOptions options;
-    options.backend.threads = 1;
-    options.limits.max_batch_tokens = max_batch_tokens;
-    options.limits.max_logit_rows = 8;
-    options.engine.max_num_seqs = 8;
-    options.kv_cache_bytes = 64 << 20;
-    auto inst = ModelInstance::load(kModel, options);
-    EXPECT_TRUE(inst.ok()) << inst.status();
-    return inst.ok() ? *std::move(inst) : nullptr;
-  }
-
-  void SetUp() override {
-    if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "default model missing: " << kModel;
-  }
-
-  // Greedy tokens for each prompt, all submitted at once and stepped on this thread.
-  static std::vector<std::vector<int32_t>> generate(ModelInstance& m, const std::vector<std::string>& prompts,
-                                                    int32_t max_tokens) {
-    std::vector<RequestHandle> handles;
-    for (const std::string& p : prompts) {
-      auto r = std::make_shared<Request>();
-      r->prompt = *m.tokenizer().encode(p);
-      r->sampling.temperature = 0;
-      r->stop.max_tokens = max_tokens;
-      r->stop.ignore_eos = true;
-      handles.push_back(*m.engine().submit(r));
-    }
-    std::vector<std::vector<int32_t>> out(prompts.size());
-    size_t done = 0;
-    while (done < prompts.size()) {
-      m.engine().step();
-      for (size_t i = 0; i < handles.size(); ++i) {
-        while (auto o = handles[i].stream->try_next()) {
-          out[i].insert(out[i].end(), o->token_ids.begin(), o->token_ids.end());
-          if (o->finished) {
-            EXPECT_TRUE(o->status.ok()) << o->status;
-            ++done;
-          }
-        }
-      }
-    }
-    return out;
-  }
-};
 
 TEST_F(DefaultModel, GreedyTokensArePinned) {
   auto m = load(256);
