@@ -10,6 +10,10 @@
 #            logits and 32 greedy tokens on 4 prompts; `tessera bench serve` on tesserad at
 #            concurrency 1 and 64 beside the anchor bench_hf.py at batch 1 and 32
 #   default  the default model: 32 greedy tokens on the GPU backend equal the CPU backend's
+#   multi    (2 GPUs) the 8B-shaped model split over both (balanced, and under max_memory caps
+#            too small for one GPU) gives the one-GPU logits and 64 greedy tokens; tesserad +
+#            `tessera bench serve` at concurrency 1 and 64 on 1 GPU vs 2 (sequential, balanced,
+#            balanced with 2 micro-batches)
 #
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
@@ -92,8 +96,56 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+run_multi() {
+  local model=/tmp/llama8b
+  python3 tests/reference/random_llama.py "$model" || { status=1; return; }
+  local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:5,17,300,4000,70000,128000,12,12,12,99")
+  local -A runs=([one]="0" [balanced]="0,1" [capped]="0,1")
+  for name in one balanced capped; do
+    local caps=""; [[ $name == capped ]] && caps="0=10GiB,1=10GiB"
+    TESSERA_BACKEND=gpu TESSERA_DEVICES=${runs[$name]} TESSERA_MAX_MEMORY=$caps \
+      "$bundle/bin/dump_logits" "$model" "$out/multi_$name.json" "${prompts[@]}" > "$out/multi_$name.log" 2>&1 \
+      || { echo "dump_logits $name failed"; tail -5 "$out/multi_$name.log"; status=1; }
+  done
+  python3 - "$out"/multi_{one,balanced,capped}.json <<'PY' || status=1
+import json, sys, math
+one, *split = (json.load(open(p)) for p in sys.argv[1:])
+ok = True
+print("split     prompt  greedy_same/64  logits_rel_err_vs_1gpu")
+for name, runs in zip(("balanced", "capped"), split):
+    for i, (a, b) in enumerate(zip(one, runs)):
+        same = next((k for k, (x, y) in enumerate(zip(a["greedy"], b["greedy"])) if x != y), len(a["greedy"]))
+        num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["logits"], b["logits"])))
+        den = math.sqrt(sum(x * x for x in a["logits"]))
+        print(f"{name:9s} {i:6d}  {same:2d}              {num / den:.2e}")
+        ok &= same == len(a["greedy"])
+sys.exit(0 if ok else 1)
+PY
+  grep -h -A4 "device  name" "$out"/multi_capped.log | head -5
+  local -A serve=([1gpu]="--devices 0" [seq]="--devices 0,1 --device-map sequential --max-memory 0=12GiB"
+                  [bal]="--devices 0,1 --device-map balanced" [bal_mb2]="--devices 0,1 --device-map balanced --micro-batches 2")
+  for name in 1gpu seq bal bal_mb2; do
+    "$bundle/bin/tesserad" --model "$model" --backend gpu ${serve[$name]} --listen 127.0.0.1:50051 \
+      --max-num-seqs 64 --log-format json > "$out/tesserad_$name.log" 2>&1 &
+    local pid=$!
+    if wait_ready; then
+      for c in 1 64; do
+        local n=$(( c == 1 ? 4 : 128 ))
+        "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency $c --num-requests $n \
+          --prompt-len 128 --output-len 256 --json "$out/serve_${name}_c$c.json" \
+          > "$out/serve_${name}_c$c.log" 2>&1 || status=1
+        echo "$name c=$c: $(grep -m1 "output throughput" "$out/serve_${name}_c$c.log")"
+      done
+    else
+      echo "tesserad $name did not become ready"; tail -5 "$out/tesserad_$name.log"; status=1
+    fi
+    kill -TERM $pid; wait $pid
+  done
+}
+
 case "$stage" in
   kernels) run_kernels ;;
+  multi) run_multi ;;
   e2e) run_e2e ;;
   default) run_default ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;

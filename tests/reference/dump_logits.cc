@@ -4,6 +4,8 @@
 //
 //   dump_logits MODEL OUT.json PROMPT [PROMPT...]
 //   TESSERA_BACKEND=auto|cpu|gpu picks the backend (default auto: a GPU when one is visible).
+//   TESSERA_DEVICES=0,1 (or all), TESSERA_DEVICE_MAP and TESSERA_MAX_MEMORY split the model as
+//   tesserad's devices / device_map / max_memory keys do.
 //   A PROMPT written "ids:1,2,3" is those token ids, not text (models without a real tokenizer).
 #include <chrono>
 #include <cstdio>
@@ -17,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "runtime/model_instance.h"
+#include "runtime/placement/device_map.h"
 
 namespace {
 
@@ -37,6 +40,17 @@ int main(int argc, char** argv) {
   auto kind = parse_backend_kind(backend != nullptr ? backend : "auto");
   if (!kind.ok()) return fail(kind.status().ToString());
   options.backend.kind = *kind;
+  if (const char* devices = std::getenv("TESSERA_DEVICES"); devices != nullptr) {
+    if (std::string_view(devices) == "all") {
+      options.backend.all_devices = true;
+    } else {
+      auto list = parse_devices(devices);
+      if (!list.ok()) return fail(list.status().ToString());
+      options.backend.devices = *std::move(list);
+    }
+  }
+  if (const char* map = std::getenv("TESSERA_DEVICE_MAP"); map != nullptr) options.device_map = map;
+  if (const char* caps = std::getenv("TESSERA_MAX_MEMORY"); caps != nullptr) options.max_memory = caps;
   options.engine.max_num_seqs = 1;
   options.limits.max_logit_rows = 1;
   options.kv_cache_bytes = 256 << 20;

@@ -9,10 +9,12 @@ Prompts are given to both as token ids, so the tokenizer (the tiny test one) pla
 
 usage: gpu_llama8b_check.py DUMP_LOGITS MODEL_DIR OUT.json
 """
-import json, os, shutil, subprocess, sys, time
+import json, os, subprocess, sys, time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
+
+from random_llama import make_model
 
 GREEDY = 32
 PROMPTS = [  # token ids
@@ -25,22 +27,8 @@ PROMPTS = [  # token ids
 
 def main():
     dump_logits, model_dir, out_path = sys.argv[1:4]
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                      num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
-                      max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5,
-                      tie_word_embeddings=False, torch_dtype="bfloat16")
-    torch.manual_seed(0)
     t = time.time()
-    if not os.path.exists(os.path.join(model_dir, "config.json")):
-        with torch.device("cuda"):
-            model = LlamaForCausalLM(cfg).to(torch.bfloat16)
-        model.save_pretrained(model_dir, safe_serialization=True)
-        tok = os.path.join(root, "tests/unit/tokenizer/data/tiny_bpe")
-        for f in ("tokenizer.json", "tokenizer_config.json"):
-            shutil.copy(os.path.join(tok, f), model_dir)
-        del model
-        torch.cuda.empty_cache()
+    make_model(model_dir)
     print(f"model ready in {time.time() - t:.1f}s", flush=True)
 
     dump = out_path + ".tessera.json"
