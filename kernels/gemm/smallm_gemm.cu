@@ -24,8 +24,9 @@ constexpr int kMaxSplits = 16;
 // Two CTAs per SM at least: with no minimum, ptxas capped two of the kernels at 48 and 64
 // registers and spilled (CUDA 13.0, sm_90a); the hint gives them up to 128.
 constexpr int kMinBlocks = 2;
-// Split ranges are rounded to this many k so that every CTA's warps start on whole 16-byte
-// vectors of one step.
+// Split ranges are whole multiples of every kernel's k per step (8 warps x 32 for the mma
+// kernels; lanes x 8, up to 512 with 64-lane wavefronts, for the FMA kernel), so that no split
+// ends inside another's step. Splits that start past k are empty: their partials are zeros.
 constexpr int64_t kSplitAlign = 512;
 
 __device__ __forceinline__ void store(void* out, bool out_f32, int64_t i, float v) {
@@ -36,8 +37,8 @@ __device__ __forceinline__ void store(void* out, bool out_f32, int64_t i, float 
   }
 }
 
-// One output element of split `split`: straight to out when k is not split, else to the split's
-// partials [splits, m, n].
+// One output element: straight to out when k is not split (gridDim.y == 1), else to this
+// CTA's split of the partials [splits, m, n].
 __device__ __forceinline__ void store_result(void* out, bool out_f32, float* partial, int64_t mn,
                                              int64_t i, float v) {
   if (gridDim.y > 1) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -268,7 +269,10 @@ TEST_F(GpuGemmTest, SmallMKernelsMatchCpuReference) {
 TEST_F(GpuGemmTest, CandidatesComeFromEverySource) {
   for (const GemmShape& shape : {GemmShape{8, 4096, 4096, GemmOut::kBF16},
                                  GemmShape{1, 1000, 1000, GemmOut::kF32}}) {
+    const auto start = std::chrono::steady_clock::now();
     auto all = gemm_->candidates(shape);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                start).count();
     ASSERT_TRUE(all.ok()) << all.status();
     ASSERT_FALSE(all->empty());
     EXPECT_EQ(all->front().name, "Default");
@@ -282,9 +286,10 @@ TEST_F(GpuGemmTest, CandidatesComeFromEverySource) {
     EXPECT_GT(count[CandidateOrigin::kHeuristic], 0);
     EXPECT_GT(count[CandidateOrigin::kEnumerated], 0);
     EXPECT_GT(count[CandidateOrigin::kOwn], 0);
-    std::printf("[ metric ] candidates m=%ld n=%ld k=%ld: heuristic %d enumerated %d own %d\n",
-                long(shape.m), long(shape.n), long(shape.k), count[CandidateOrigin::kHeuristic],
-                count[CandidateOrigin::kEnumerated], count[CandidateOrigin::kOwn]);
+    std::printf(
+        "[ metric ] candidates m=%ld n=%ld k=%ld: heuristic %d enumerated %d own %d in %.1f ms\n",
+        long(shape.m), long(shape.n), long(shape.k), count[CandidateOrigin::kHeuristic],
+        count[CandidateOrigin::kEnumerated], count[CandidateOrigin::kOwn], ms);
   }
   // Past 16 tokens, or with rows not made of 16-byte vectors, the own kernels are not offered.
   EXPECT_TRUE(names_of(GemmShape{17, 1024, 1024, GemmOut::kBF16}, CandidateOrigin::kOwn).empty());
