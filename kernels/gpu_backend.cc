@@ -45,12 +45,17 @@ absl::Status GpuBackend::init() {
   GPU_CHECK(gpuEventCreateWithFlags(&step_copied_, gpuEventDisableTiming));
   GPU_CHECK(gpuEventCreateWithFlags(&hop_done_, gpuEventDisableTiming));
   GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&scratch_), kScratchFloats * sizeof(float)));
-  return gpu::Gemm::create(&gemm_);
+  if (absl::Status s = gpu::Gemm::create(&gemm_); !s.ok()) return s;
+  auto tunable = gpu::GpuTunableGemm::create(gemm_.get(), stream_, device_);
+  if (!tunable.ok()) return tunable.status();
+  tunable_gemm_ = *std::move(tunable);
+  return absl::OkStatus();
 }
 
 GpuBackend::~GpuBackend() {
   make_current();
   if (stream_ != nullptr) (void)gpuStreamSynchronize(stream_);
+  tunable_gemm_.reset();
   gemm_.reset();
   if (scratch_ != nullptr) (void)gpuFree(scratch_);
   if (decode_part_ != nullptr) (void)gpuFree(decode_part_);
@@ -330,16 +335,18 @@ void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
       !check_dtype(w, DType::kBF16, "linear", "w")) {
     return;
   }
-  gpu::Gemm::OutType type;
+  gpu::GemmShape shape{x.dim(0), w.dim(0), w.dim(1), gpu::GemmOut::kBF16};
   if (out.dtype == DType::kF32) {
-    type = gpu::Gemm::OutType::kF32;
-  } else if (check_dtype(out, DType::kBF16, "linear", "out")) {
-    type = gpu::Gemm::OutType::kBF16;
-  } else {
+    shape.out = gpu::GemmOut::kF32;
+  } else if (!check_dtype(out, DType::kBF16, "linear", "out")) {
     return;
   }
-  record(gemm_->linear(bf16_ptr(x), bf16_ptr(w), out.data, type, x.dim(0), w.dim(0), w.dim(1),
-                       stream_));
+  if (shape.m == 0) return;  // no rows (a step without logits, say): nothing to tune or run
+  static const gpu::Gemm::Solution kDefault;
+  const gpu::Gemm::Solution& solution =
+      gemm_solutions_ != nullptr ? gemm_solution_cache_.solution(*gemm_, *gemm_solutions_, shape)
+                                 : kDefault;
+  record(gemm_->run(solution, shape, bf16_ptr(x), bf16_ptr(w), out.data, stream_));
 }
 
 void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,

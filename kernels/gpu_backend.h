@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/gemm/gemm_solution_cache.h"
 #include "kernels/gemm/gpu_gemm.h"
+#include "kernels/gemm/gpu_tunable_gemm.h"
 #include "kernels/gpu_ops.h"
 #include "runtime/backend.h"
 
@@ -48,6 +50,7 @@ class GpuBackend final : public Backend {
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
   void gather_logit_rows(const Tensor& x, const Tensor& out) override;
   absl::Status synchronize() override;
+  TunableGemm* tunable_gemm() override { return tunable_gemm_.get(); }
 
   gpuStream_t stream() const { return stream_; }
   // The current step's metadata on the device, for benchmarks that call kernels directly.
@@ -77,6 +80,8 @@ class GpuBackend final : public Backend {
   int multiprocessors_ = 1;
   gpuStream_t stream_ = nullptr;
   std::unique_ptr<gpu::Gemm> gemm_;
+  std::unique_ptr<gpu::GpuTunableGemm> tunable_gemm_;  // on gemm_ and stream_
+  gpu::GemmSolutionCache gemm_solution_cache_;        // linear()'s solutions from gemm_solutions_
   absl::Status error_;
 
   // Staging for weights: pinned host memory (grown to the largest tensor read so far) and a

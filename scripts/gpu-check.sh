@@ -14,11 +14,15 @@
 #            too small for one GPU) gives the one-GPU logits and 64 greedy tokens; tesserad +
 #            `tessera bench serve` at concurrency 1 and 64 on 1 GPU vs 2 (sequential, balanced,
 #            balanced with 2 micro-batches)
+#   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
+#            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
+#            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
+#            as tessera's benchmark times)
 #
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-stage=${1:?usage: scripts/gpu-check.sh kernels|e2e|default [BUNDLE_DIR]}
+stage=${1:?usage: scripts/gpu-check.sh kernels|e2e|default|gemm [BUNDLE_DIR]}
 bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
@@ -143,11 +147,37 @@ PY
   done
 }
 
+run_gemm() {
+  local start=$(date +%s)
+  "$bundle/bin/gpu_kernel_tests" --gtest_color=no > "$out/gpu_kernel_tests.log" 2>&1 || status=$?
+  echo "gpu_kernel_tests: exit $status in $(( $(date +%s) - start ))s"
+  timeout 120 python3 "$bundle/anchors/bw.py" > "$out/anchor_bw.log" 2>&1 || echo "bw.py: exit $?"
+  timeout 150 python3 "$bundle/anchors/bench_gemm.py" > "$out/anchor_gemm.log" 2>&1 || echo "bench_gemm.py: exit $?"
+  PYTORCH_TUNABLEOP_ENABLED=1 PYTORCH_TUNABLEOP_FILENAME="$out/torch_tunableop%d.csv" \
+    timeout 300 python3 "$bundle/anchors/bench_gemm.py" > "$out/anchor_gemm_tunableop.log" 2>&1 \
+    || echo "bench_gemm.py (TunableOp): exit $?"
+  local gemm_m=${GEMM_M:-1,8,16,32,256,2048,8192}
+  timeout 200 python3 tests/bench/gemm_torch_rotating.py "$gemm_m" > "$out/torch_rotating.log" 2>&1 \
+    || echo "gemm_torch_rotating.py: exit $?"
+  start=$(date +%s)
+  "$bundle/bin/tessera" bench gemm --m "$gemm_m" \
+    --json "$out/bench_gemm.json" > "$out/bench_gemm.log" 2>&1 || { echo "bench gemm: exit $?"; status=1; }
+  echo "bench gemm: $(( $(date +%s) - start ))s"
+  echo "== test results"
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$out/gpu_kernel_tests.log" | sort -u | sed 's/ (.*//'
+  grep -E 'Failure|Expected|Which is|rejected' "$out/gpu_kernel_tests.log" | head -20
+  grep '^\[ metric \] candidates' "$out/gpu_kernel_tests.log"
+  echo "== anchors"; cat "$out/anchor_bw.log" "$out/anchor_gemm.log" "$out/anchor_gemm_tunableop.log"
+  echo "== torch F.linear, timed as tessera bench gemm"; cat "$out/torch_rotating.log"
+  echo "== tessera bench gemm"; grep -v '^[a-z_]* M=' "$out/bench_gemm.log"
+}
+
 case "$stage" in
   kernels) run_kernels ;;
   multi) run_multi ;;
   e2e) run_e2e ;;
   default) run_default ;;
+  gemm) run_gemm ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 exit $status

@@ -22,5 +22,8 @@ int bench_command(int argc, char** argv);
 // tessera bench kernels [flags]: GPU attention kernel timings (needs a GPU build; in `tessera`,
 // not tessera_tools_lib, because it links the backends).
 int bench_kernels_command(int argc, char** argv);
+// tessera bench gemm [flags]: Llama-3-8B GEMM timings, library default vs tuned (GPU builds; in
+// `tessera`, not tessera_tools_lib).
+int bench_gemm_command(int argc, char** argv);
 
 }  // namespace tessera::cli

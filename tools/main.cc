@@ -27,6 +27,7 @@ void usage() {
                "  tokenize [--server HOST:PORT] [--chat] \"TEXT\"\n"
                "                      token ids and texts from tesserad's tokenizer\n"
                "  bench kernels [--device N] [--json PATH]   (GPU builds: attention kernel timings)\n"
+               "  bench gemm [--device N] [--json PATH] [--m LIST]   (GPU builds: GEMM timings)\n"
                "  bench serve [--server HOST:PORT] [--concurrency N | --request-rate R]\n"
                "      [--num-requests N] [--duration S] [--prompt-len DIST] [--output-len DIST]\n"
                "      [--seed S] [--json FILE]\n"
@@ -54,6 +55,9 @@ int main(int argc, char** argv) {
   if (command == "bench") run = tessera::cli::bench_command;
   if (command == "bench" && argc > 2 && std::string(argv[2]) == "kernels") {
     return tessera::cli::bench_kernels_command(argc - 3, argv + 3);
+  }
+  if (command == "bench" && argc > 2 && std::string(argv[2]) == "gemm") {
+    return tessera::cli::bench_gemm_command(argc - 3, argv + 3);
   }
   if (run != nullptr) return run(argc - 2, argv + 2);
   std::fprintf(stderr, "tessera: unknown command '%s'\n", command.c_str());

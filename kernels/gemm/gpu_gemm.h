@@ -1,20 +1,47 @@
-// The BLAS seam of the GPU backend: row-major out[m, n] = x[m, k] @ w[n, k]^T, bf16 inputs,
-// fp32 accumulation, bf16 or fp32 output. cuBLASLt on CUDA, hipBLASLt on ROCm, with the
-// library's default heuristic (the GEMM-tuning issue extends this with TunableOp-style search).
+// The BLAS seam of the GPU backend: row-major out[m, n] = x[m, k] @ w[n, k]^T (gemm_shape.h), bf16
+// inputs, fp32 accumulation, bf16 or fp32 output, run by a named solution:
+//
+//   "Default"                         the library heuristic's pick for the call (cuBLASLt on
+//                                     CUDA, hipBLASLt on ROCm), as before tuning existed
+//   "lt_..." / "hipblaslt_sol..."     one library algorithm (blaslt_algos.h)
+//   "tessera_smallm_{mma16,mma32,mma64,fma}_splitk{1,2,4,8}"
+//                                     tessera's own kernels for m <= 16 (smallm_gemm.h)
+//
+// candidates() lists the solutions of a shape; resolve() turns a name into a Solution once (parse
+// and library check), so that run() does neither per call.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/gemm/blaslt_algos.h"
+#include "kernels/gemm/gemm_shape.h"
+#include "kernels/gemm/smallm_gemm.h"
 #include "kernels/gpu.h"
 
 namespace tessera::gpu {
 
 class Gemm {
  public:
-  enum class OutType { kBF16, kF32 };
+  // What run() executes: resolved for one shape.
+  struct Solution {
+    enum class Kind { kDefault, kBlasLt, kSmallM };
+    Kind kind = Kind::kDefault;
+    std::string name = "Default";
+    BlasAlgo blas;                              // kBlasLt
+    SmallMKernel smallm = SmallMKernel::kFma;   // kSmallM
+    int splits = 1;                             // kSmallM
+  };
+  struct Candidate {
+    std::string name;
+    CandidateOrigin origin = CandidateOrigin::kDefault;
+  };
 
   // Creates the library handle and a workspace on the current device.
   static absl::Status create(std::unique_ptr<Gemm>* out);
@@ -22,13 +49,29 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  absl::Status linear(const gpu_bf16* x, const gpu_bf16* w, void* out, OutType out_type,
-                      int64_t m, int64_t n, int64_t k, gpuStream_t stream);
+  // "Default" first, then the library's (heuristic list, then enumerated), then tessera's own
+  // kernels where the shape suits them (m <= 16, k % 8 == 0, split-K partials fit the workspace).
+  absl::StatusOr<std::vector<Candidate>> candidates(const GemmShape& shape);
+  // The solution `name` for `shape`: InvalidArgument for a name that does not parse, NotFound for
+  // one that cannot run the shape (library check, workspace, kernel not built, shape).
+  absl::StatusOr<Solution> resolve(const GemmShape& shape, std::string_view name);
+  // Runs `solution`, resolved for `shape`. Where the operands are less aligned than the solution
+  // needs (a row view of a tensor, say; tuning used whole buffers), the call runs Default.
+  absl::Status run(const Solution& solution, const GemmShape& shape, const gpu_bf16* x,
+                   const gpu_bf16* w, void* out, gpuStream_t stream);
+
+  // The library's version, for the tuning results file's validators.
+  std::string library_version() const;
 
  private:
   Gemm() = default;
+  absl::Status run_default(const GemmShape& shape, const gpu_bf16* x, const gpu_bf16* w,
+                           void* out, gpuStream_t stream);
+  absl::Status run_blaslt(const BlasAlgo& algo, const GemmShape& shape, const gpu_bf16* x,
+                          const gpu_bf16* w, void* out, gpuStream_t stream);
+
   void* handle_ = nullptr;
-  void* workspace_ = nullptr;
+  void* workspace_ = nullptr;  // the library's, and the small-M kernels' split-K partials
   size_t workspace_bytes_ = 0;
 };
 

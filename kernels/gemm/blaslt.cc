@@ -1,0 +1,36 @@
+#include "kernels/gemm/blaslt.h"
+
+namespace tessera::gpu {
+
+MatmulDescriptors::~MatmulDescriptors() {
+  if (d) blasLtMatrixLayoutDestroy(d);
+  if (b) blasLtMatrixLayoutDestroy(b);
+  if (a) blasLtMatrixLayoutDestroy(a);
+  if (op) blasLtMatmulDescDestroy(op);
+}
+
+absl::Status MatmulDescriptors::create(const GemmShape& shape) {
+  BLAS_CHECK(blasLtMatmulDescCreate(&op, BLAS_COMPUTE_32F, BLAS_R_32F));
+  const blasOperation_t ta = BLAS_OP_T, tb = BLAS_OP_N;
+  BLAS_CHECK(blasLtMatmulDescSetAttribute(op, BLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  BLAS_CHECK(blasLtMatmulDescSetAttribute(op, BLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  BLAS_CHECK(blasLtMatrixLayoutCreate(&a, BLAS_R_16BF, shape.k, shape.n, shape.k));
+  BLAS_CHECK(blasLtMatrixLayoutCreate(&b, BLAS_R_16BF, shape.k, shape.m, shape.k));
+  BLAS_CHECK(blasLtMatrixLayoutCreate(
+      &d, shape.out == GemmOut::kF32 ? BLAS_R_32F : BLAS_R_16BF, shape.n, shape.m, shape.n));
+  return absl::OkStatus();
+}
+
+std::string blaslt_version(blasLtHandle_t handle) {
+#if defined(TESSERA_HIP)
+  // Uncompiled here (no hipBLASLt on the build host).
+  int version = 0;
+  if (hipblasLtGetVersion(handle, &version) != HIPBLAS_STATUS_SUCCESS) return "unknown";
+  return std::to_string(version);
+#else
+  (void)handle;
+  return std::to_string(cublasLtGetVersion());
+#endif
+}
+
+}  // namespace tessera::gpu

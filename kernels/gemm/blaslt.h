@@ -1,0 +1,110 @@
+// The BLAS library of the build, cuBLASLt (CUDA) or hipBLASLt (ROCm), under neutral names, and
+// the descriptors of one linear-layer GEMM. Host code only; included by kernels/gemm/*.cc.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "kernels/gemm/gemm_shape.h"
+#include "kernels/gpu.h"
+#include "runtime/str_cat.h"
+
+#if defined(TESSERA_HIP)
+// hipBLASLt mirrors cuBLASLt name for name (unverified here: no ROCm toolchain on the build host).
+#include <hipblaslt/hipblaslt.h>
+using blasLtHandle_t = hipblasLtHandle_t;
+using blasLtMatmulDesc_t = hipblasLtMatmulDesc_t;
+using blasLtMatrixLayout_t = hipblasLtMatrixLayout_t;
+using blasLtMatmulPreference_t = hipblasLtMatmulPreference_t;
+using blasLtMatmulHeuristicResult_t = hipblasLtMatmulHeuristicResult_t;
+using blasStatus_t = hipblasStatus_t;
+using blasOperation_t = hipblasOperation_t;
+#define BLAS_STATUS_SUCCESS HIPBLAS_STATUS_SUCCESS
+#define BLAS_OP_N HIPBLAS_OP_N
+#define BLAS_OP_T HIPBLAS_OP_T
+#define BLAS_COMPUTE_32F HIPBLAS_COMPUTE_32F
+#define BLAS_R_32F HIP_R_32F
+#define BLAS_R_16BF HIP_R_16BF
+#define BLASLT_MATMUL_DESC_TRANSA HIPBLASLT_MATMUL_DESC_TRANSA
+#define BLASLT_MATMUL_DESC_TRANSB HIPBLASLT_MATMUL_DESC_TRANSB
+#define BLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+#define blasLtCreate hipblasLtCreate
+#define blasLtDestroy hipblasLtDestroy
+#define blasLtMatmulDescCreate hipblasLtMatmulDescCreate
+#define blasLtMatmulDescDestroy hipblasLtMatmulDescDestroy
+#define blasLtMatmulDescSetAttribute hipblasLtMatmulDescSetAttribute
+#define blasLtMatrixLayoutCreate hipblasLtMatrixLayoutCreate
+#define blasLtMatrixLayoutDestroy hipblasLtMatrixLayoutDestroy
+#define blasLtMatmulPreferenceCreate hipblasLtMatmulPreferenceCreate
+#define blasLtMatmulPreferenceDestroy hipblasLtMatmulPreferenceDestroy
+#define blasLtMatmulPreferenceSetAttribute hipblasLtMatmulPreferenceSetAttribute
+#define blasLtMatmulAlgoGetHeuristic hipblasLtMatmulAlgoGetHeuristic
+#define blasLtMatmul hipblasLtMatmul
+using blasLtMatmulAlgo_t = hipblasLtMatmulAlgo_t;
+#define BLAS_LIB "hipBLASLt"
+#else
+#include <cublasLt.h>
+using blasLtHandle_t = cublasLtHandle_t;
+using blasLtMatmulDesc_t = cublasLtMatmulDesc_t;
+using blasLtMatrixLayout_t = cublasLtMatrixLayout_t;
+using blasLtMatmulPreference_t = cublasLtMatmulPreference_t;
+using blasLtMatmulHeuristicResult_t = cublasLtMatmulHeuristicResult_t;
+using blasStatus_t = cublasStatus_t;
+using blasOperation_t = cublasOperation_t;
+#define BLAS_STATUS_SUCCESS CUBLAS_STATUS_SUCCESS
+#define BLAS_OP_N CUBLAS_OP_N
+#define BLAS_OP_T CUBLAS_OP_T
+#define BLAS_COMPUTE_32F CUBLAS_COMPUTE_32F
+#define BLAS_R_32F CUDA_R_32F
+#define BLAS_R_16BF CUDA_R_16BF
+#define BLASLT_MATMUL_DESC_TRANSA CUBLASLT_MATMUL_DESC_TRANSA
+#define BLASLT_MATMUL_DESC_TRANSB CUBLASLT_MATMUL_DESC_TRANSB
+#define BLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+#define blasLtCreate cublasLtCreate
+#define blasLtDestroy cublasLtDestroy
+#define blasLtMatmulDescCreate cublasLtMatmulDescCreate
+#define blasLtMatmulDescDestroy cublasLtMatmulDescDestroy
+#define blasLtMatmulDescSetAttribute cublasLtMatmulDescSetAttribute
+#define blasLtMatrixLayoutCreate cublasLtMatrixLayoutCreate
+#define blasLtMatrixLayoutDestroy cublasLtMatrixLayoutDestroy
+#define blasLtMatmulPreferenceCreate cublasLtMatmulPreferenceCreate
+#define blasLtMatmulPreferenceDestroy cublasLtMatmulPreferenceDestroy
+#define blasLtMatmulPreferenceSetAttribute cublasLtMatmulPreferenceSetAttribute
+#define blasLtMatmulAlgoGetHeuristic cublasLtMatmulAlgoGetHeuristic
+#define blasLtMatmul cublasLtMatmul
+using blasLtMatmulAlgo_t = cublasLtMatmulAlgo_t;
+#define BLAS_LIB "cuBLASLt"
+#endif
+
+// Evaluates a BLAS call; on failure returns an Internal status naming the call and the code.
+#define BLAS_CHECK(expr)                                                                     \
+  do {                                                                                       \
+    const blasStatus_t st_ = (expr);                                                         \
+    if (st_ != BLAS_STATUS_SUCCESS) {                                                        \
+      return absl::InternalError(tessera::str_cat(__FILE__, ":", __LINE__, ": " BLAS_LIB " ", \
+                                                  #expr, " failed with status ",             \
+                                                  static_cast<int>(st_)));                   \
+    }                                                                                        \
+  } while (0)
+
+namespace tessera::gpu {
+
+// The operation and matrix layouts of one linear-layer GEMM, destroyed however a call ends.
+// Column-major, as the library reads it: out^T[n, m] = w^T x^T, A = w (k x n, transposed),
+// B = x (k x m), D = out (n x m).
+struct MatmulDescriptors {
+  blasLtMatmulDesc_t op = nullptr;
+  blasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+
+  MatmulDescriptors() = default;
+  MatmulDescriptors(const MatmulDescriptors&) = delete;
+  MatmulDescriptors& operator=(const MatmulDescriptors&) = delete;
+  ~MatmulDescriptors();
+  absl::Status create(const GemmShape& shape);
+};
+
+// The library's version, for the tuning results file's validators.
+std::string blaslt_version(blasLtHandle_t handle);
+
+}  // namespace tessera::gpu

@@ -1,0 +1,33 @@
+// One GEMM of a linear layer as the GPU backend runs it, row-major:
+//   out[m, n] = x[m, k] @ w[n, k]^T      m = tokens, n = out features, k = in features
+// and its tuning signature, which reads the same call column-major (BLAS, PyTorch TunableOp):
+// transa = T, transb = N, M = n, N = m, K = k (runtime/tuning/gemm_signature.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "runtime/tuning/gemm_signature.h"
+
+namespace tessera::gpu {
+
+enum class GemmOut { kBF16, kF32 };
+
+struct GemmShape {
+  int64_t m = 0;  // tokens
+  int64_t n = 0;  // out features
+  int64_t k = 0;  // in features
+  GemmOut out = GemmOut::kBF16;
+
+  size_t out_element_bytes() const { return out == GemmOut::kF32 ? 4 : 2; }
+  friend bool operator==(const GemmShape&, const GemmShape&) = default;
+};
+
+GemmSignature signature_of(const GemmShape& shape);
+// The shape of a linear-layer signature (bf16 inputs, bf16 or fp32 output, TN, packed leading
+// dimensions); InvalidArgument naming the signature for any other, which the GPU backend
+// never runs.
+absl::StatusOr<GemmShape> shape_of(const GemmSignature& sig);
+
+}  // namespace tessera::gpu

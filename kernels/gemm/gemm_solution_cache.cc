@@ -1,0 +1,37 @@
+#include "kernels/gemm/gemm_solution_cache.h"
+
+#include <utility>
+
+#include "spdlog/spdlog.h"
+
+namespace tessera::gpu {
+
+void GemmSolutionCache::sync_version(const GemmSolutionSource& source) {
+  const uint64_t v = source.version();
+  if (!has_version_ || v != version_) {
+    resolved_.clear();
+    version_ = v;
+    has_version_ = true;
+  }
+}
+
+const Gemm::Solution& GemmSolutionCache::solution(Gemm& gemm, GemmSolutionSource& source,
+                                                  const GemmShape& shape) {
+  sync_version(source);
+  const GemmSignature sig = signature_of(shape);
+  if (auto it = resolved_.find(sig); it != resolved_.end()) return it->second;
+  const std::string name = source.solution_for(sig);
+  // solution_for may have tuned (and so moved the version): what was resolved before is stale.
+  sync_version(source);
+  absl::StatusOr<Gemm::Solution> s = gemm.resolve(shape, name);
+  if (!s.ok()) {
+    if (warned_.insert(name).second) {
+      spdlog::warn("GEMM {}: solution \"{}\" cannot run ({}); using Default", sig.key(), name,
+                   s.status().ToString());
+    }
+    s = Gemm::Solution{};
+  }
+  return resolved_.emplace(sig, *std::move(s)).first->second;
+}
+
+}  // namespace tessera::gpu

@@ -1,0 +1,176 @@
+#include "kernels/gemm/gpu_tunable_gemm.h"
+
+#include <cmath>
+
+#include "kernels/gpu_ops.h"
+#include "runtime/model/half.h"
+#include "runtime/status_macros.h"
+#include "runtime/str_cat.h"
+#include "runtime/tuning/results_file.h"
+
+namespace tessera::gpu {
+
+namespace {
+
+constexpr size_t kAlign = 256;  // what gpuMalloc gives: every operand starts so aligned
+constexpr uint64_t kSeedW = 0x7e55e7a1, kSeedX = 0x7e55e7a2;
+
+size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+size_t dtype_bytes(GemmDType t) { return t == GemmDType::kF32 ? 4 : 2; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GpuTunableGemm>> GpuTunableGemm::create(Gemm* gemm,
+                                                                       gpuStream_t stream,
+                                                                       int device) {
+  std::unique_ptr<GpuTunableGemm> t(new GpuTunableGemm(gemm, stream));
+  gpuDeviceProp prop{};
+  GPU_CHECK(gpuGetDeviceProperties(&prop, device));
+  t->l2_bytes_ = static_cast<size_t>(prop.l2CacheSize);
+  int runtime = 0;
+#if defined(TESSERA_HIP)
+  GPU_CHECK(hipRuntimeGetVersion(&runtime));
+  const std::string arch = prop.gcnArchName;
+  std::pair<std::string, std::string> runtime_validator = {std::string(kValidatorRocmVersion),
+                                                           std::to_string(runtime)};
+#else
+  GPU_CHECK(cudaRuntimeGetVersion(&runtime));
+  const std::string arch = str_cat("sm_", prop.major, prop.minor);
+  std::pair<std::string, std::string> runtime_validator = {
+      std::string(kValidatorCudaVersion), str_cat(runtime / 1000, ".", runtime % 1000 / 10)};
+#endif
+#if defined(TESSERA_VERSION)
+  t->validators_.emplace_back(std::string(kValidatorTesseraVersion), TESSERA_VERSION);
+#endif
+  t->validators_.push_back(std::move(runtime_validator));
+  t->validators_.emplace_back(std::string(kValidatorBlasLtVersion), gemm->library_version());
+  t->validators_.emplace_back(std::string(kValidatorGpuArch), arch);
+  t->validators_.emplace_back(std::string(kValidatorDeviceName), prop.name);
+  GPU_CHECK(gpuEventCreate(&t->start_));
+  GPU_CHECK(gpuEventCreate(&t->stop_));
+  return t;
+}
+
+GpuTunableGemm::~GpuTunableGemm() {
+  release();
+  if (start_ != nullptr) (void)gpuEventDestroy(start_);
+  if (stop_ != nullptr) (void)gpuEventDestroy(stop_);
+}
+
+absl::StatusOr<std::vector<std::string>> GpuTunableGemm::candidates(const GemmSignature& sig) {
+  TESSERA_ASSIGN_OR_RETURN(const GemmShape shape, shape_of(sig));
+  TESSERA_ASSIGN_OR_RETURN(const auto found, gemm_->candidates(shape));
+  std::vector<std::string> names;
+  names.reserve(found.size());
+  for (const auto& c : found) names.push_back(c.name);
+  return names;
+}
+
+size_t GpuTunableGemm::operand_bytes(const GemmSignature& sig) const {
+  const size_t in = dtype_bytes(sig.dtype), out = dtype_bytes(sig.out_dtype);
+  return static_cast<size_t>(sig.m) * sig.k * in + static_cast<size_t>(sig.n) * sig.k * in +
+         static_cast<size_t>(sig.m) * sig.n * out;
+}
+
+absl::Status GpuTunableGemm::prepare(const GemmSignature& sig, int copies) {
+  if (copies < 1) {
+    return absl::InvalidArgumentError(str_cat("GEMM tuning: copies is ", copies, ", expected >= 1"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(const GemmShape shape, shape_of(sig));
+  release();
+  shape_ = shape;
+  const size_t w_elems = static_cast<size_t>(shape.n) * shape.k;
+  const size_t x_elems = static_cast<size_t>(shape.m) * shape.k;
+  const size_t out_bytes = static_cast<size_t>(shape.m) * shape.n * shape.out_element_bytes();
+  const size_t w_bytes = align_up(w_elems * 2), x_bytes = align_up(x_elems * 2);
+  // Weights of the usual initialisation scale (variance 1/k), so that outputs are O(1) and the
+  // numerics check's absolute tolerance means the same at every k.
+  const float w_max = std::sqrt(3.0f / static_cast<float>(shape.k));
+  for (int c = 0; c < copies; ++c) {
+    Operands o;
+    GPU_CHECK(gpuMalloc(&o.base, w_bytes + x_bytes + align_up(out_bytes)));
+    copies_.push_back(o);  // owned from here: release() frees it on any later error
+    Operands& op = copies_.back();
+    op.w = static_cast<gpu_bf16*>(op.base);
+    op.x = reinterpret_cast<gpu_bf16*>(static_cast<char*>(op.base) + w_bytes);
+    op.out = static_cast<char*>(op.base) + w_bytes + x_bytes;
+    GPU_CHECK(fill_uniform(op.w, static_cast<int64_t>(w_elems), kSeedW, -w_max, w_max, stream_));
+    GPU_CHECK(fill_uniform(op.x, static_cast<int64_t>(x_elems), kSeedX, -1.0f, 1.0f, stream_));
+    GPU_CHECK(gpuMemsetAsync(op.out, 0xff, out_bytes, stream_));
+  }
+  GPU_CHECK(gpuStreamSynchronize(stream_));
+  prepared_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status GpuTunableGemm::check_copy(int copy) const {
+  if (!prepared_) return absl::FailedPreconditionError("GEMM tuning: no signature prepared");
+  if (copy < 0 || copy >= static_cast<int>(copies_.size())) {
+    return absl::OutOfRangeError(str_cat("GEMM tuning: operand set ", copy, " of ",
+                                         copies_.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const Gemm::Solution*> GpuTunableGemm::solution(std::string_view name) {
+  if (auto it = resolved_.find(name); it != resolved_.end()) return &it->second;
+  TESSERA_ASSIGN_OR_RETURN(Gemm::Solution s, gemm_->resolve(shape_, name));
+  return &resolved_.emplace(std::string(name), std::move(s)).first->second;
+}
+
+absl::Status GpuTunableGemm::run(std::string_view name, int copy) {
+  TESSERA_RETURN_IF_ERROR(check_copy(copy));
+  TESSERA_ASSIGN_OR_RETURN(const Gemm::Solution* s, solution(name));
+  const Operands& o = copies_[copy];
+  return gemm_->run(*s, shape_, o.x, o.w, o.out, stream_);
+}
+
+absl::StatusOr<std::vector<float>> GpuTunableGemm::output(int copy) {
+  TESSERA_RETURN_IF_ERROR(check_copy(copy));
+  const Operands& o = copies_[copy];
+  // Row-major out[m, n] has the memory layout of column-major C[n_sig = m, m_sig = n]: the
+  // signature's C with ldc = out features, as the interface wants it.
+  const size_t count = static_cast<size_t>(shape_.m) * shape_.n;
+  std::vector<float> values(count);
+  if (shape_.out == GemmOut::kF32) {
+    GPU_CHECK(gpuMemcpyAsync(values.data(), o.out, count * 4, gpuMemcpyDeviceToHost, stream_));
+    GPU_CHECK(gpuStreamSynchronize(stream_));
+  } else {
+    std::vector<uint16_t> raw(count);
+    GPU_CHECK(gpuMemcpyAsync(raw.data(), o.out, count * 2, gpuMemcpyDeviceToHost, stream_));
+    GPU_CHECK(gpuStreamSynchronize(stream_));
+    for (size_t i = 0; i < count; ++i) values[i] = bf16_to_float(raw[i]);
+  }
+  GPU_CHECK(gpuMemsetAsync(o.out, 0xff, count * shape_.out_element_bytes(), stream_));
+  return values;
+}
+
+absl::StatusOr<double> GpuTunableGemm::time_ms(std::string_view name, int64_t iterations) {
+  TESSERA_RETURN_IF_ERROR(check_copy(0));
+  if (iterations < 1) {
+    return absl::InvalidArgumentError(
+        str_cat("GEMM tuning: iterations is ", iterations, ", expected >= 1"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(const Gemm::Solution* s, solution(name));
+  GPU_CHECK(gpuEventRecord(start_, stream_));
+  for (int64_t i = 0; i < iterations; ++i) {
+    const Operands& o = copies_[i % copies_.size()];
+    TESSERA_RETURN_IF_ERROR(gemm_->run(*s, shape_, o.x, o.w, o.out, stream_));
+  }
+  GPU_CHECK(gpuEventRecord(stop_, stream_));
+  GPU_CHECK(gpuEventSynchronize(stop_));
+  float ms = 0.0f;
+  GPU_CHECK(gpuEventElapsedTime(&ms, start_, stop_));
+  return static_cast<double>(ms) / static_cast<double>(iterations);
+}
+
+void GpuTunableGemm::release() {
+  if (!copies_.empty()) (void)gpuStreamSynchronize(stream_);
+  for (Operands& o : copies_) (void)gpuFree(o.base);
+  copies_.clear();
+  resolved_.clear();
+  prepared_ = false;
+}
+
+}  // namespace tessera::gpu

@@ -1,0 +1,392 @@
+// The GPU GEMM solutions (kernels/gemm): tessera's small-M kernels against an fp64 CPU reference;
+// the candidate lists (Default, the library's heuristic and enumerated algorithms, the own
+// kernels); every candidate against Default under the tuner's numerics tolerance; names that
+// rebuild the algorithm they name; a perturbed candidate rejected by the numerics check; and
+// GpuBackend::linear dispatching through a GemmSolutionSource. Inputs are random, outputs
+// poisoned (NaN) before each run. Every test skips when no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/gemm/gpu_gemm.h"
+#include "kernels/gpu_backend.h"
+#include "runtime/model/half.h"
+#include "runtime/tuning/tuning_config.h"
+
+namespace tessera {
+namespace {
+
+using gpu::CandidateOrigin;
+using gpu::GemmOut;
+using gpu::GemmShape;
+
+// The tuner's check: every element within atol + rtol * |ref| of the reference (NaN fails).
+bool numerics_ok(const std::vector<float>& ref, const std::vector<float>& got,
+                 const NumericsTolerance& tol) {
+  if (ref.size() != got.size()) return false;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double r = ref[i];
+    if (!(std::abs(static_cast<double>(got[i]) - r) <= tol.atol + tol.rtol * std::abs(r))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The candidates of `sig` that fail the numerics check against Default on `gemm`.
+std::vector<std::string> rejected_candidates(TunableGemm& gemm, const GemmSignature& sig) {
+  const NumericsTolerance tol = TuningConfig{}.tolerance(sig.dtype);
+  std::vector<std::string> rejected;
+  auto names = gemm.candidates(sig);
+  EXPECT_TRUE(names.ok()) << names.status();
+  if (!names.ok()) return rejected;
+  EXPECT_TRUE(gemm.prepare(sig, 1).ok());
+  EXPECT_TRUE(gemm.run("Default", 0).ok());
+  auto ref = gemm.output(0);
+  EXPECT_TRUE(ref.ok()) << ref.status();
+  for (const std::string& name : *names) {
+    if (name == "Default") continue;
+    absl::Status ran = gemm.run(name, 0);
+    EXPECT_TRUE(ran.ok()) << name << ": " << ran;
+    auto got = gemm.output(0);
+    if (!ran.ok() || !got.ok() || !numerics_ok(*ref, *got, tol)) rejected.push_back(name);
+  }
+  gemm.release();
+  return rejected;
+}
+
+// Wraps a TunableGemm; the output of `victim` gets one element moved by 5% (+0.05), the size of
+// error a broken algorithm (a lost split-K partial, a wrong tail tile) leaves.
+class PerturbingTunableGemm final : public TunableGemm {
+ public:
+  PerturbingTunableGemm(TunableGemm* inner, std::string victim)
+      : inner_(inner), victim_(std::move(victim)) {}
+  std::vector<std::pair<std::string, std::string>> validators() const override {
+    return inner_->validators();
+  }
+  absl::StatusOr<std::vector<std::string>> candidates(const GemmSignature& sig) override {
+    return inner_->candidates(sig);
+  }
+  size_t operand_bytes(const GemmSignature& sig) const override {
+    return inner_->operand_bytes(sig);
+  }
+  size_t cache_bytes() const override { return inner_->cache_bytes(); }
+  absl::Status prepare(const GemmSignature& sig, int copies) override {
+    last_run_.assign(copies, "");
+    return inner_->prepare(sig, copies);
+  }
+  absl::Status run(std::string_view solution, int copy) override {
+    last_run_.at(copy) = std::string(solution);
+    return inner_->run(solution, copy);
+  }
+  absl::StatusOr<std::vector<float>> output(int copy) override {
+    auto values = inner_->output(copy);
+    if (values.ok() && last_run_.at(copy) == victim_ && !values->empty()) {
+      float& v = (*values)[values->size() / 2];
+      v += 0.05f * std::abs(v) + 0.05f;
+    }
+    return values;
+  }
+  absl::StatusOr<double> time_ms(std::string_view solution, int64_t iterations) override {
+    return inner_->time_ms(solution, iterations);
+  }
+  void release() override { inner_->release(); }
+
+ private:
+  TunableGemm* inner_;
+  std::string victim_;
+  std::vector<std::string> last_run_;
+};
+
+// Answers linear()'s solution questions from a map (Default when absent) and counts them.
+class FakeSolutionSource final : public GemmSolutionSource {
+ public:
+  std::string solution_for(const GemmSignature& sig) override {
+    ++calls;
+    auto it = answers.find(sig);
+    return it == answers.end() ? "Default" : it->second;
+  }
+  uint64_t version() const override { return version_number; }
+
+  std::map<GemmSignature, std::string> answers;
+  uint64_t version_number = 1;
+  int calls = 0;
+};
+
+class GpuGemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
+    static GpuBackend* backend = [] {
+      auto b = GpuBackend::create(0);
+      if (!b.ok()) {
+        std::fprintf(stderr, "GpuBackend::create: %s\n", b.status().ToString().c_str());
+        return static_cast<GpuBackend*>(nullptr);
+      }
+      return b->release();
+    }();
+    static gpu::Gemm* gemm = [] {
+      std::unique_ptr<gpu::Gemm> g;
+      absl::Status s = gpu::Gemm::create(&g);
+      if (!s.ok()) std::fprintf(stderr, "Gemm::create: %s\n", s.ToString().c_str());
+      return g.release();
+    }();
+    ASSERT_NE(backend, nullptr);
+    ASSERT_NE(gemm, nullptr);
+    backend_ = backend;
+    gemm_ = gemm;
+  }
+  void TearDown() override {
+    if (backend_ != nullptr) backend_->set_gemm_solutions(nullptr);
+  }
+
+  // Random bf16-exact values: x in +-1, w in +-sqrt(3 / k) (outputs O(1), as the tuner's are).
+  std::vector<float> random_values(size_t count, float max) {
+    std::uniform_real_distribution<float> u(-max, max);
+    std::vector<float> v(count);
+    for (float& f : v) f = bf16_to_float(float_to_bf16(u(rng_)));
+    return v;
+  }
+  static std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+    std::vector<uint16_t> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = float_to_bf16(v[i]);
+    return out;
+  }
+  // out[m, n] = x[m, k] @ w[n, k]^T in fp64, rounded to the output type.
+  static std::vector<float> reference(const GemmShape& s, const std::vector<float>& x,
+                                      const std::vector<float>& w) {
+    std::vector<float> out(s.m * s.n);
+    for (int64_t i = 0; i < s.m; ++i) {
+      for (int64_t j = 0; j < s.n; ++j) {
+        double acc = 0.0;
+        for (int64_t p = 0; p < s.k; ++p) acc += static_cast<double>(x[i * s.k + p]) * w[j * s.k + p];
+        const float f = static_cast<float>(acc);
+        out[i * s.n + j] = s.out == GemmOut::kF32 ? f : bf16_to_float(float_to_bf16(f));
+      }
+    }
+    return out;
+  }
+
+  // Device operands of one shape, inputs uploaded from the host.
+  struct Operands {
+    GemmShape shape;
+    std::vector<float> x, w;
+    DeviceBuffer x_dev, w_dev, out_dev;
+  };
+  Operands make_operands(const GemmShape& shape) {
+    Operands o;
+    o.shape = shape;
+    o.x = random_values(shape.m * shape.k, 1.0f);
+    o.w = random_values(shape.n * shape.k, std::sqrt(3.0f / static_cast<float>(shape.k)));
+    auto x = backend_->allocate(o.x.size() * 2), w = backend_->allocate(o.w.size() * 2),
+         out = backend_->allocate(shape.m * shape.n * shape.out_element_bytes());
+    EXPECT_TRUE(x.ok() && w.ok() && out.ok());
+    o.x_dev = *std::move(x);
+    o.w_dev = *std::move(w);
+    o.out_dev = *std::move(out);
+    const auto xb = to_bf16(o.x), wb = to_bf16(o.w);
+    EXPECT_EQ(gpuMemcpy(o.x_dev.data(), xb.data(), xb.size() * 2, gpuMemcpyHostToDevice), gpuSuccess);
+    EXPECT_EQ(gpuMemcpy(o.w_dev.data(), wb.data(), wb.size() * 2, gpuMemcpyHostToDevice), gpuSuccess);
+    return o;
+  }
+  void poison(Operands& o) {
+    EXPECT_EQ(gpuMemsetAsync(o.out_dev.data(), 0xff,
+                             o.shape.m * o.shape.n * o.shape.out_element_bytes(),
+                             backend_->stream()),
+              gpuSuccess);
+  }
+  std::vector<float> result(const Operands& o) {
+    EXPECT_TRUE(backend_->synchronize().ok());
+    const size_t count = o.shape.m * o.shape.n;
+    std::vector<float> out(count);
+    if (o.shape.out == GemmOut::kF32) {
+      backend_->copy_to_host(out.data(), o.out_dev.data(), count * 4);
+    } else {
+      std::vector<uint16_t> raw(count);
+      backend_->copy_to_host(raw.data(), o.out_dev.data(), count * 2);
+      for (size_t i = 0; i < count; ++i) out[i] = bf16_to_float(raw[i]);
+    }
+    return out;
+  }
+  std::vector<std::string> names_of(const GemmShape& shape, CandidateOrigin origin) {
+    std::vector<std::string> names;
+    auto all = gemm_->candidates(shape);
+    EXPECT_TRUE(all.ok()) << all.status();
+    if (!all.ok()) return names;
+    for (const auto& c : *all) {
+      if (c.origin == origin) names.push_back(c.name);
+    }
+    return names;
+  }
+
+  GpuBackend* backend_ = nullptr;
+  gpu::Gemm* gemm_ = nullptr;
+  std::mt19937 rng_{4321};
+};
+
+GemmSignature linear_sig(int64_t m, int64_t n, int64_t k, GemmOut out) {
+  return gpu::signature_of(GemmShape{m, n, k, out});
+}
+
+TEST_F(GpuGemmTest, SmallMKernelsMatchCpuReference) {
+  // n and k off every tile (16/32 rows, 256/1024-wide k steps, 512-wide split ranges).
+  const std::vector<std::pair<int64_t, int64_t>> nk = {{77, 264}, {1000, 1000}, {301, 4104}};
+  for (int64_t m : {1, 3, 8, 16}) {
+    for (auto [n, k] : nk) {
+      for (GemmOut out : {GemmOut::kBF16, GemmOut::kF32}) {
+        Operands o = make_operands(GemmShape{m, n, k, out});
+        const std::vector<float> want = reference(o.shape, o.x, o.w);
+        const std::vector<std::string> own = names_of(o.shape, CandidateOrigin::kOwn);
+        EXPECT_GE(own.size(), 4u) << "m=" << m << " n=" << n << " k=" << k;
+        for (const std::string& name : own) {
+          auto s = gemm_->resolve(o.shape, name);
+          ASSERT_TRUE(s.ok()) << s.status();
+          poison(o);
+          ASSERT_TRUE(gemm_->run(*s, o.shape, static_cast<gpu_bf16*>(o.x_dev.data()),
+                                 static_cast<gpu_bf16*>(o.w_dev.data()), o.out_dev.data(),
+                                 backend_->stream())
+                          .ok());
+          EXPECT_TRUE(numerics_ok(want, result(o), TuningConfig{}.bf16_tolerance))
+              << name << " m=" << m << " n=" << n << " k=" << k
+              << (out == GemmOut::kF32 ? " f32" : " bf16");
+        }
+      }
+    }
+  }
+}
+
+TEST_F(GpuGemmTest, CandidatesComeFromEverySource) {
+  for (const GemmShape& shape : {GemmShape{8, 4096, 4096, GemmOut::kBF16},
+                                 GemmShape{1, 1000, 1000, GemmOut::kF32}}) {
+    const auto start = std::chrono::steady_clock::now();
+    auto all = gemm_->candidates(shape);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                start).count();
+    ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_FALSE(all->empty());
+    EXPECT_EQ(all->front().name, "Default");
+    std::map<CandidateOrigin, int> count;
+    std::set<std::string> names;
+    for (const auto& c : *all) {
+      ++count[c.origin];
+      EXPECT_TRUE(names.insert(c.name).second) << "duplicate " << c.name;
+    }
+    EXPECT_EQ(count[CandidateOrigin::kDefault], 1);
+    EXPECT_GT(count[CandidateOrigin::kHeuristic], 0);
+    EXPECT_GT(count[CandidateOrigin::kEnumerated], 0);
+    EXPECT_GT(count[CandidateOrigin::kOwn], 0);
+    std::printf(
+        "[ metric ] candidates m=%ld n=%ld k=%ld: heuristic %d enumerated %d own %d in %.1f ms\n",
+        long(shape.m), long(shape.n), long(shape.k), count[CandidateOrigin::kHeuristic],
+        count[CandidateOrigin::kEnumerated], count[CandidateOrigin::kOwn], ms);
+  }
+  // Past 16 tokens, or with rows not made of 16-byte vectors, the own kernels are not offered.
+  EXPECT_TRUE(names_of(GemmShape{17, 1024, 1024, GemmOut::kBF16}, CandidateOrigin::kOwn).empty());
+  EXPECT_TRUE(names_of(GemmShape{4, 1024, 1020, GemmOut::kBF16}, CandidateOrigin::kOwn).empty());
+}
+
+TEST_F(GpuGemmTest, EveryCandidateMatchesDefault) {
+  TunableGemm* tunable = backend_->tunable_gemm();
+  ASSERT_NE(tunable, nullptr);
+  for (const GemmSignature& sig :
+       {linear_sig(1, 4096, 4096, GemmOut::kBF16), linear_sig(3, 1000, 1000, GemmOut::kF32),
+        linear_sig(16, 1536, 576, GemmOut::kBF16), linear_sig(100, 700, 520, GemmOut::kBF16)}) {
+    const std::vector<std::string> rejected = rejected_candidates(*tunable, sig);
+    std::string names;
+    for (size_t i = 0; i < rejected.size() && i < 8; ++i) names += " " + rejected[i];
+    EXPECT_TRUE(rejected.empty()) << sig << ": " << rejected.size() << " rejected:" << names;
+  }
+}
+
+TEST_F(GpuGemmTest, NamesRebuildTheirAlgorithm) {
+  for (const GemmShape& shape : {GemmShape{8, 4096, 4096, GemmOut::kBF16},
+                                 GemmShape{300, 1000, 1000, GemmOut::kF32}}) {
+    auto all = gemm_->candidates(shape);
+    ASSERT_TRUE(all.ok()) << all.status();
+    int library = 0;
+    for (const auto& c : *all) {
+      auto s = gemm_->resolve(shape, c.name);
+      ASSERT_TRUE(s.ok()) << c.name << ": " << s.status();
+      EXPECT_EQ(s->name, c.name);
+      if (s->kind != gpu::Gemm::Solution::Kind::kBlasLt) continue;
+      ++library;
+      auto back = gpu::blaslt_name_of(s->blas);
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_EQ(*back, c.name);
+    }
+    EXPECT_GT(library, 0);
+  }
+  // Names that do not parse, and parse but do not run, are errors naming the solution.
+  const GemmShape shape{8, 1024, 1024, GemmOut::kBF16};
+  for (std::string_view bad : {"lt_algo1_tile", "lt_algo1_tile2_stages3_splitk1_red0_swz0_cust0_inner0_cluster0x",
+                               "tessera_smallm_fma_splitk3", "no_such_solution"}) {
+    auto s = gemm_->resolve(shape, bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find(std::string(bad)), std::string_view::npos) << s.status();
+  }
+  EXPECT_FALSE(gemm_->resolve(GemmShape{40, 1024, 1024, GemmOut::kBF16},
+                              "tessera_smallm_fma_splitk1").ok());
+}
+
+TEST_F(GpuGemmTest, NumericsCheckRejectsAPerturbedCandidate) {
+  const GemmSignature sig = linear_sig(4, 1000, 1032, GemmOut::kBF16);
+  TunableGemm* tunable = backend_->tunable_gemm();
+  ASSERT_NE(tunable, nullptr);
+  auto names = tunable->candidates(sig);
+  ASSERT_TRUE(names.ok()) << names.status();
+  ASSERT_GE(names->size(), 3u);
+  const std::string victim = (*names)[names->size() / 2];
+  ASSERT_NE(victim, "Default");
+  PerturbingTunableGemm perturbed(tunable, victim);
+  EXPECT_EQ(rejected_candidates(perturbed, sig), std::vector<std::string>{victim});
+}
+
+TEST_F(GpuGemmTest, LinearRunsTheSourcesSolution) {
+  FakeSolutionSource source;
+  backend_->set_gemm_solutions(&source);
+  const GemmShape shape{4, 1000, 1032, GemmOut::kBF16};
+  Operands o = make_operands(shape);
+  const std::vector<float> want = reference(shape, o.x, o.w);
+  const Tensor x(o.x_dev.data(), DType::kBF16, {shape.m, shape.k});
+  const Tensor w(o.w_dev.data(), DType::kBF16, {shape.n, shape.k});
+  const Tensor out(o.out_dev.data(), DType::kBF16, {shape.m, shape.n});
+  auto check = [&](const char* what) {
+    poison(o);
+    backend_->linear(x, w, out);
+    EXPECT_TRUE(numerics_ok(want, result(o), TuningConfig{}.bf16_tolerance)) << what;
+  };
+  const std::vector<std::string> own = names_of(shape, CandidateOrigin::kOwn);
+  ASSERT_FALSE(own.empty());
+  // A split-K variant where there is one: it also uses the backend's workspace.
+  auto split = std::find_if(own.begin(), own.end(),
+                            [](const std::string& n) { return n.ends_with("_splitk2"); });
+  source.answers[gpu::signature_of(shape)] = split != own.end() ? *split : own.front();
+
+  check("own kernel");
+  check("own kernel, cached");
+  EXPECT_EQ(source.calls, 1);  // asked once while the version stands
+  ++source.version_number;
+  check("after a version move");
+  EXPECT_EQ(source.calls, 2);
+  // Unknown, unparseable and rejected names fall back to Default: still the right product.
+  for (const char* bad : {"lt_bogus", "no_such_solution", "lt_algo9999_tile1_stages1_splitk1_red0_swz0_cust0_inner0_cluster0"}) {
+    source.answers[gpu::signature_of(shape)] = bad;
+    ++source.version_number;
+    check(bad);
+  }
+  EXPECT_EQ(source.calls, 5);
+}
+
+}  // namespace
+}  // namespace tessera
