@@ -26,9 +26,15 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource&
         "max_batch_tokens (", limits.max_batch_tokens, ") and max_logit_rows (",
         limits.max_logit_rows, ") must be positive"));
   }
+  if (config.vocab_size > kMaxSamplingVocab) {
+    return absl::InvalidArgumentError(absl::StrCat("vocab_size ", config.vocab_size,
+                                                   " exceeds the sampler's limit of ",
+                                                   kMaxSamplingVocab));
+  }
   std::unique_ptr<LlamaModel> model(new LlamaModel(backend, config, limits));
   TESSERA_RETURN_IF_ERROR(model->load_weights(weights));
   TESSERA_RETURN_IF_ERROR(model->allocate_activations());
+  TESSERA_ASSIGN_OR_RETURN(model->sampled_, model->allocate(DType::kI32, {limits.max_logit_rows}));
   return model;
 }
 
@@ -139,14 +145,29 @@ absl::Status LlamaModel::allocate_activations() {
 
 absl::Status LlamaModel::forward(const StepBatch& batch, const KvCache& cache,
                                  std::span<float> logits) {
+  return run_step(batch, cache, StepOutput{logits, {}, {}});
+}
+
+absl::Status LlamaModel::forward_sampled(const StepBatch& batch, const KvCache& cache,
+                                         std::span<const SamplingRow> rows,
+                                         std::span<int32_t> tokens) {
+  return run_step(batch, cache, StepOutput{{}, rows, tokens});
+}
+
+absl::Status LlamaModel::run_step(const StepBatch& batch, const KvCache& cache,
+                                  const StepOutput& output) {
   const int64_t n = batch.num_tokens();
   const int64_t n_logits = static_cast<int64_t>(batch.logits_rows.size());
-  if (n <= 0 || n > limits_.max_batch_tokens || n_logits > limits_.max_logit_rows ||
-      static_cast<int64_t>(logits.size()) != n_logits * config_.vocab_size) {
+  const bool sampled = output.logits.empty() && n_logits > 0;
+  const bool shaped = sampled ? static_cast<int64_t>(output.rows.size()) == n_logits &&
+                                    static_cast<int64_t>(output.tokens.size()) == n_logits
+                              : static_cast<int64_t>(output.logits.size()) ==
+                                    n_logits * config_.vocab_size;
+  if (n <= 0 || n > limits_.max_batch_tokens || n_logits > limits_.max_logit_rows || !shaped) {
     return absl::InternalError(absl::StrCat("forward: batch of ", n, " tokens and ", n_logits,
                                             " logit rows exceeds the limits (",
                                             limits_.max_batch_tokens, ", ", limits_.max_logit_rows,
-                                            ") or the logits span is misshapen"));
+                                            ") or the logits, rows or tokens span is misshapen"));
   }
   const AttentionShape shape = attention_shape();
   const float eps = config_.rms_norm_eps;
@@ -184,9 +205,17 @@ absl::Status LlamaModel::forward(const StepBatch& batch, const KvCache& cache,
   b.gather_logit_rows(normed, last);
   const Tensor out = act_.logits.rows(0, n_logits);
   b.linear(last, lm_head_, out);
-  TESSERA_RETURN_IF_ERROR(b.synchronize());
-  b.copy_to_host(logits.data(), out.data, out.nbytes());
-  return absl::OkStatus();
+  if (sampled) {
+    // Only the int32 tokens cross to the host, not n_logits rows of vocab fp32 logits.
+    const Tensor tokens = sampled_.rows(0, n_logits);
+    b.sample(out, output.rows, tokens);
+    TESSERA_RETURN_IF_ERROR(b.synchronize());
+    b.copy_to_host(output.tokens.data(), tokens.data, tokens.nbytes());
+  } else {
+    TESSERA_RETURN_IF_ERROR(b.synchronize());
+    b.copy_to_host(output.logits.data(), out.data, out.nbytes());
+  }
+  return b.synchronize();
 }
 
 }  // namespace tessera

@@ -31,6 +31,11 @@ class LlamaModel final : public ForwardModel {
 
   absl::Status forward(const StepBatch& batch, const KvCache& cache,
                        std::span<float> logits) override;
+  // Every backend has a sample op: lm_head's fp32 logits stay on the device, tokens come back.
+  bool can_sample_on_device() const override { return true; }
+  absl::Status forward_sampled(const StepBatch& batch, const KvCache& cache,
+                               std::span<const SamplingRow> rows,
+                               std::span<int32_t> tokens) override;
 
  private:
   struct Layer {
@@ -61,6 +66,14 @@ class LlamaModel final : public ForwardModel {
                                      std::initializer_list<int64_t> dims);
   absl::Status load_weights(const WeightSource& weights);
   absl::Status allocate_activations();
+  // What a step hands back: the logits (forward) or the tokens sampled by `rows` on the
+  // backend (forward_sampled); exactly one of `logits` and `tokens` is non-empty.
+  struct StepOutput {
+    std::span<float> logits;             // [n_logits, vocab]
+    std::span<const SamplingRow> rows;   // [n_logits]
+    std::span<int32_t> tokens;           // [n_logits]
+  };
+  absl::Status run_step(const StepBatch& batch, const KvCache& cache, const StepOutput& out);
 
   Backend& backend_;
   ModelConfig config_;
@@ -73,6 +86,7 @@ class LlamaModel final : public ForwardModel {
   Tensor inv_freq_;  // [head_dim / 2] fp32
   std::vector<Layer> layers_;
   Activations act_;
+  Tensor sampled_;   // [max_logit_rows] int32: the backend's sample op writes the tokens here
 };
 
 }  // namespace tessera

@@ -31,14 +31,21 @@ class DefaultModel : public ::testing::Test {
     if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "default model missing: " << kModel;
   }
 
-  // Greedy tokens for each prompt, all submitted at once and stepped on this thread.
+  static SamplingParams greedy() {
+    SamplingParams p;
+    p.temperature = 0;
+    return p;
+  }
+
+  // Tokens for each prompt (greedy unless told), all submitted at once and stepped on this thread.
   static std::vector<std::vector<int32_t>> generate(ModelInstance& m, const std::vector<std::string>& prompts,
-                                                    int32_t max_tokens) {
+                                                    int32_t max_tokens,
+                                                    const SamplingParams& sampling = greedy()) {
     std::vector<RequestHandle> handles;
     for (const std::string& p : prompts) {
       auto r = std::make_shared<Request>();
       r->prompt = *m.tokenizer().encode(p);
-      r->sampling.temperature = 0;
+      r->sampling = sampling;
       r->stop.max_tokens = max_tokens;
       r->stop.ignore_eos = true;
       handles.push_back(*m.engine().submit(r));
@@ -88,6 +95,26 @@ TEST_F(DefaultModel, ChunkedPrefillAndBatchingDoNotChangeTokens) {
   auto chunked = load(7);
   ASSERT_NE(chunked, nullptr);
   EXPECT_EQ(generate(*chunked, prompts, 12), alone);
+}
+
+TEST_F(DefaultModel, SeededSamplingIsTheSameOnTheDeviceAndOnTheHost) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The three primary colors are"};
+  auto m = load(256);
+  ASSERT_NE(m, nullptr);
+  SamplingParams p;
+  p.temperature = 1.1f;
+  p.top_k = 100;
+  p.top_p = 0.95f;
+  p.min_p = 0.01f;
+  p.seed = 2024;
+  p.has_seed = true;
+  // Plain rows: LlamaModel::forward_sampled, the backend's sample op.
+  const auto device = generate(*m, prompts, 16, p);
+  // Logprobs are the host Sampler's: every step goes through forward() and the host.
+  p.logprobs = true;
+  const auto host = generate(*m, prompts, 16, p);
+  EXPECT_EQ(device, host);
+  EXPECT_NE(device, generate(*m, prompts, 16));  // and it did sample, not decode greedily
 }
 
 TEST_F(DefaultModel, MissingFileAndDirectoryGiveClearErrors) {
