@@ -22,8 +22,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+// The GPU kernels build as C++17 (no <span>) and need only the scalar steps.
+#if !defined(TESSERA_GPU_KERNELS_ONLY)
 #include <span>
+#include <utility>
 #include <vector>
+#endif
 
 // The scalar steps below also compile into the GPU kernel (nvcc / hipcc device code).
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -49,18 +53,13 @@ inline constexpr int kSamplingMassBits = 40;   // masses in units of 2^-40 of w_
 // Masses of a whole row must fit in 63 bits: vocab * 2^40 < 2^63.
 inline constexpr int64_t kMaxSamplingVocab = int64_t{1} << 23;
 
-// The draw's 24 uniform bits: output `counter` of a SplitMix64 stream seeded by mix(seed).
-uint32_t sampling_draw_bits(uint64_t seed, uint64_t counter);
-// u in [0, 1): the draw as a number (for tests and documentation; the math uses the bits).
-inline double sampling_uniform(uint64_t seed, uint64_t counter) {
-  return sampling_draw_bits(seed, counter) * (1.0 / (1u << kSamplingDrawBits));
-}
-
 // Maps a float to an unsigned key with the same order (negative values below positive ones), so
-// that thresholds on logits can be found digit by digit.
+// that thresholds on logits can be found digit by digit. -0 and +0 share a key: they are equal
+// logits, and ties at a threshold are kept.
 TESSERA_HOST_DEVICE inline uint32_t sampling_logit_key(float logit) {
   uint32_t bits;
   std::memcpy(&bits, &logit, sizeof bits);
+  if (bits == 0x80000000u) bits = 0;
   return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
 }
 
@@ -68,8 +67,9 @@ TESSERA_HOST_DEVICE inline float sampling_weight(float logit, float max_logit, f
   return expf((logit - max_logit) / temperature);
 }
 
+// w in units of 2^-40, truncated (w * 2^40 is exact in fp32: a power-of-two scale).
 TESSERA_HOST_DEVICE inline uint64_t sampling_mass(float weight) {
-  return static_cast<uint64_t>(weight * 1099511627776.0f);  // * 2^40, truncated
+  return static_cast<uint64_t>(weight * static_cast<float>(uint64_t{1} << kSamplingMassBits));
 }
 
 // The mass top-p must reach: ceil(top_p * total), at least 1 (top_p near 0 keeps the most
@@ -86,6 +86,15 @@ TESSERA_HOST_DEVICE inline uint64_t sampling_top_p_target(float top_p, uint64_t 
 TESSERA_HOST_DEVICE inline uint64_t sampling_draw_point(uint32_t bits, uint64_t mass) {
   const uint64_t hi = mass >> kSamplingDrawBits, lo = mass & ((1u << kSamplingDrawBits) - 1);
   return bits * hi + ((bits * lo) >> kSamplingDrawBits);
+}
+
+#if !defined(TESSERA_GPU_KERNELS_ONLY)
+// The draw's 24 uniform bits: output `counter` of a SplitMix64 stream seeded by mix(seed). The
+// host computes them for every path (the GPU backend passes them to its kernel).
+uint32_t sampling_draw_bits(uint64_t seed, uint64_t counter);
+// u in [0, 1): the draw as a number (for tests and documentation; the math uses the bits).
+inline double sampling_uniform(uint64_t seed, uint64_t counter) {
+  return sampling_draw_bits(seed, counter) * (1.0 / (1u << kSamplingDrawBits));
 }
 
 // The reference's answer, and how close it came to another one.
@@ -110,5 +119,6 @@ struct SamplingScratch {
 // The reference: samples one row of `logits` [vocab] (1 <= vocab <= kMaxSamplingVocab) by `row`.
 SamplingOutcome sample_reference(std::span<const float> logits, const SamplingRow& row,
                                  SamplingScratch& scratch);
+#endif  // !TESSERA_GPU_KERNELS_ONLY
 
 }  // namespace tessera

@@ -198,10 +198,14 @@ TEST(SamplingMath, DrawPointIsExactFloorOfUTimesMass) {
 
 TEST(SamplingMath, LogitKeysKeepTheOrderOfFloats) {
   const std::vector<float> sorted = {-std::numeric_limits<float>::infinity(), -1e30f, -2.5f,
-                                     -1e-30f, -0.0f, 1e-30f, 0.5f, 3.0f, 1e30f,
+                                     -1e-30f, -0.0f, 0.0f, 1e-30f, 0.5f, 3.0f, 1e30f,
                                      std::numeric_limits<float>::infinity()};
   for (size_t i = 1; i < sorted.size(); ++i) {
-    EXPECT_LT(sampling_logit_key(sorted[i - 1]), sampling_logit_key(sorted[i])) << sorted[i];
+    if (sorted[i] == 0.0f && sorted[i - 1] == 0.0f) {
+      EXPECT_EQ(sampling_logit_key(sorted[i - 1]), sampling_logit_key(sorted[i]));  // -0 == +0
+    } else {
+      EXPECT_LT(sampling_logit_key(sorted[i - 1]), sampling_logit_key(sorted[i])) << sorted[i];
+    }
   }
 }
 
