@@ -435,6 +435,30 @@ void GpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
                                      bf16_ptr(out), stream_)));
 }
 
+void GpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
+                        const Tensor& tokens) {
+  if (!check_dtype(logits, DType::kF32, "sample", "logits") ||
+      !check_dtype(tokens, DType::kI32, "sample", "tokens")) {
+    return;
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (logits.dim(0) != n || tokens.numel() != n) {
+    record(absl::InvalidArgumentError(str_cat(name_, ": sample: ", n, " rows of parameters for ",
+                                              logits.dim(0), " logit rows and ", tokens.numel(),
+                                              " tokens")));
+    return;
+  }
+  // The draw's bits come from the one host definition; the kernel gets them with the filters.
+  std::vector<gpu::SampleRow> device_rows(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const SamplingRow& s = rows[r];
+    device_rows[r] = gpu::SampleRow{s.temperature, s.top_k, s.top_p, s.min_p,
+                                    sampling_draw_bits(s.seed, s.counter)};
+  }
+  record(GPU_STATUS(gpu::sample(logits.as<float>(), logits.dim(1), device_rows.data(),
+                                static_cast<int32_t>(n), tokens.as<int32_t>(), stream_)));
+}
+
 absl::Status GpuBackend::synchronize() {
   make_current();
   const gpuError_t err = gpuStreamSynchronize(stream_);

@@ -49,6 +49,8 @@ class GpuBackend final : public Backend {
                  const Tensor& out) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
   void gather_logit_rows(const Tensor& x, const Tensor& out) override;
+  void sample(const Tensor& logits, std::span<const SamplingRow> rows,
+              const Tensor& tokens) override;
   absl::Status synchronize() override;
   TunableGemm* tunable_gemm() override { return tunable_gemm_.get(); }
 

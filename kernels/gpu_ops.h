@@ -1,7 +1,7 @@
 // Launchers of the GPU kernels, on raw device pointers; each returns the launch's error
 // (gpuGetLastError) so that the caller can turn it into a Status. Shapes follow runtime/backend.h.
 // One translation unit per family: elementwise.cu, attention.cu (RoPE + cache write, generic
-// attention), attention_prefill.cu, attention_decode.cu.
+// attention), attention_prefill.cu, attention_decode.cu, sampling.cu.
 #pragma once
 
 #include <cstdint>
@@ -86,5 +86,19 @@ gpuError_t attention_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const 
                             int32_t num_kv_heads, int32_t head_dim, float scale,
                             const DecodeSplits& splits, float* part_acc, float* part_ml,
                             gpu_bf16* out, gpuStream_t stream);
+
+// sampling.cu: tokens[r] = the token of logits row r ([n_rows, vocab] fp32) under rows[r], by
+// the math of runtime/sampling_math.h; one CTA per row. `rows` is host memory: the launcher
+// passes it by value, kSampleRowsPerLaunch rows per launch.
+struct SampleRow {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  uint32_t draw_bits;  // sampling_draw_bits(seed, counter), computed on the host
+};
+inline constexpr int kSampleRowsPerLaunch = 128;
+gpuError_t sample(const float* logits, int64_t vocab, const SampleRow* rows, int32_t n_rows,
+                  int32_t* tokens, gpuStream_t stream);
 
 }  // namespace tessera::gpu

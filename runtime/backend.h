@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/model/weight_source.h"
+#include "runtime/sampling_math.h"
 #include "runtime/step_batch.h"
 #include "runtime/tensor.h"
 #include "runtime/tuning/tunable_gemm.h"
@@ -92,6 +93,10 @@ class Backend {
   virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
   // out[i] = x[logits_rows[i]]                            x [n, hidden], out [n_logits, hidden]
   virtual void gather_logit_rows(const Tensor& x, const Tensor& out) = 0;
+  // tokens[r] = the token row r of `logits` gives under rows[r], by the shared sampling math
+  // (runtime/sampling_math.h).      logits fp32 [n_rows, vocab], tokens int32 [n_rows]
+  virtual void sample(const Tensor& logits, std::span<const SamplingRow> rows,
+                      const Tensor& tokens) = 0;
   // Waits for the step's work (a no-op on CPU).
   virtual absl::Status synchronize() = 0;
 

@@ -1,6 +1,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -23,7 +24,8 @@ Engine::Engine(ForwardModel& model, KvCache& cache, const Tokenizer& tokenizer, 
       capacity_(cache.allocator(), cache.block_size(),
                 std::min(config.max_num_seqs, model.limits().max_logit_rows)),
       step_scheduler_(model.limits().max_batch_tokens, cache.block_size()),
-      logits_(static_cast<size_t>(model.limits().max_logit_rows) * model.vocab_size()) {
+      logits_(static_cast<size_t>(model.limits().max_logit_rows) * model.vocab_size()),
+      sampled_(static_cast<size_t>(model.limits().max_logit_rows)) {
   stats_.kv_blocks_total = cache.allocator().num_blocks();
 }
 
@@ -229,7 +231,12 @@ bool Engine::step() {
   const Clock::time_point start = Clock::now();
   const size_t n_logits = batch_.logits_rows.size();
   const std::span<float> logits(logits_.data(), n_logits * model_.vocab_size());
-  if (absl::Status s = model_.forward(batch_, cache_, logits); !s.ok()) {
+  const std::span<int32_t> sampled(sampled_.data(), n_logits);
+  const bool on_device = sample_on_device(chunks);
+  const absl::Status forwarded = on_device
+                                     ? model_.forward_sampled(batch_, cache_, sample_rows_, sampled)
+                                     : model_.forward(batch_, cache_, logits);
+  if (absl::Status s = forwarded; !s.ok()) {
     spdlog::error("step failed: {}", s.ToString());
     // The batch's sequences are in an unknown state: fail them, keep serving the rest.
     const absl::Status failed = absl::InternalError(absl::StrCat("model step failed: ", s.message()));
@@ -252,8 +259,14 @@ bool Engine::step() {
     }
     seq->num_computed += c.num_tokens;
     if (!c.samples) continue;
-    std::span<float> row_logits = logits.subspan(row++ * model_.vocab_size(), model_.vocab_size());
-    const SampleResult sample = seq->sampler.sample(row_logits);
+    // Either path draws the sequence's generated()-th token from the same (seed, counter).
+    SampleResult sample;
+    if (on_device) {
+      sample.token = sampled[row++];
+    } else {
+      std::span<float> row_logits = logits.subspan(row++ * model_.vocab_size(), model_.vocab_size());
+      sample = seq->sampler.sample(row_logits, static_cast<uint64_t>(seq->generated()));
+    }
     if (!seq->first_token) {
       seq->first_token = now;
       observer_->on_first_token(seconds_between(seq->request->arrival, now));
@@ -274,6 +287,20 @@ bool Engine::step() {
   report.seconds = seconds_between(start, Clock::now());
   observer_->on_step(report);
   publish_stats();
+  return true;
+}
+
+bool Engine::sample_on_device(const std::vector<ScheduledChunk>& chunks) {
+  if (!model_.can_sample_on_device()) return false;
+  sample_rows_.clear();
+  for (const ScheduledChunk& c : chunks) {
+    if (!c.samples) continue;
+    const std::optional<SamplingRow> row =
+        c.seq->sampler.plain_row(static_cast<uint64_t>(c.seq->generated()));
+    // One row that needs penalties or logprobs sends the whole step's logits to the host.
+    if (!row) return false;
+    sample_rows_.push_back(*row);
+  }
   return true;
 }
 

@@ -80,6 +80,9 @@ class Engine {
   // Appends a sampled token, detokenizes, checks stops; true when the sequence is finished.
   bool accept_token(Sequence* seq, const SampleResult& sample, RequestOutput& out,
                     FinishReason& reason);
+  // Whether this step's logit rows are sampled by the model on its device: when it can and every
+  // sampled row is plain (see Sampler::plain_row); fills sample_rows_ then.
+  bool sample_on_device(const std::vector<ScheduledChunk>& chunks);
   void fail_all(const absl::Status& status);
   void publish_stats();
 
@@ -110,6 +113,8 @@ class Engine {
   std::vector<Sequence*> running_;
   StepBatch batch_;
   std::vector<float> logits_;  // [max_logit_rows, vocab]
+  std::vector<SamplingRow> sample_rows_;  // [logit rows] when the model samples on its device
+  std::vector<int32_t> sampled_;          // [max_logit_rows] the tokens it sampled
 };
 
 }  // namespace tessera

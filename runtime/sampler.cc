@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 namespace tessera {
 
@@ -17,10 +18,15 @@ float log_sum_exp(std::span<const float> x) {
   return max_v + static_cast<float>(std::log(sum));
 }
 
+uint64_t random_seed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) | device();
+}
+
 }  // namespace
 
 Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt)
-    : params_(params), rng_(params.has_seed ? params.seed : std::random_device{}()) {
+    : params_(params), seed_(params.has_seed ? params.seed : random_seed()) {
   for (int32_t t : prompt) {
     if (t < 0) continue;
     if (static_cast<size_t>(t) >= seen_mask_.size()) seen_mask_.resize(t + 1, 0);
@@ -29,6 +35,21 @@ Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt)
       seen_.push_back(t);
     }
   }
+}
+
+SamplingRow Sampler::row(uint64_t counter) const {
+  return SamplingRow{params_.temperature, params_.top_k, params_.top_p, params_.min_p, seed_,
+                     counter};
+}
+
+bool Sampler::has_penalties() const {
+  return params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0.0f ||
+         params_.presence_penalty != 0.0f;
+}
+
+std::optional<SamplingRow> Sampler::plain_row(uint64_t counter) const {
+  if (has_penalties() || wants_logprobs()) return std::nullopt;
+  return row(counter);
 }
 
 void Sampler::observe(int32_t token) {
@@ -57,80 +78,30 @@ void Sampler::apply_penalties(std::span<float> logits) const {
   }
 }
 
-SampleResult Sampler::sample(std::span<float> logits) {
+SampleResult Sampler::sample(std::span<float> logits, uint64_t counter) {
   SampleResult result;
   const int32_t vocab = static_cast<int32_t>(logits.size());
   // Logprobs describe the model's own distribution, before any sampling transform; they cost a
   // pass of exp() over the vocabulary, so only when asked for.
-  const bool want_logprobs = params_.logprobs || params_.top_logprobs > 0;
+  const bool want_logprobs = wants_logprobs();
   const float lse = want_logprobs ? log_sum_exp(logits) : 0.0f;
   if (params_.top_logprobs > 0) {
     const int32_t k = std::min(params_.top_logprobs, vocab);
-    candidates_.resize(vocab);
-    for (int32_t i = 0; i < vocab; ++i) candidates_[i] = {logits[i], i};
-    std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(),
+    top_.resize(vocab);
+    for (int32_t i = 0; i < vocab; ++i) top_[i] = {logits[i], i};
+    std::partial_sort(top_.begin(), top_.begin() + k, top_.end(),
                       [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (int32_t i = 0; i < k; ++i)
-      result.top.push_back({candidates_[i].second, candidates_[i].first - lse});
+    for (int32_t i = 0; i < k; ++i) result.top.push_back({top_[i].second, top_[i].first - lse});
   }
-  const bool transforms = params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0.0f ||
-                          params_.presence_penalty != 0.0f;
+  const bool transforms = has_penalties();
   std::vector<float> raw;  // the untransformed logits, kept only for the logprob
   if (transforms) {
     if (want_logprobs) raw.assign(logits.begin(), logits.end());
     apply_penalties(logits);
   }
-
-  int32_t chosen = 0;
-  if (params_.temperature <= 0.0f) {
-    chosen = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  } else {
-    // Candidates (cut to the top-k, sorted, when top-k or top-p need an order), weighted by
-    // softmax at the temperature.
-    candidates_.resize(vocab);
-    for (int32_t i = 0; i < vocab; ++i) candidates_[i] = {logits[i], i};
-    const int32_t k = params_.top_k > 0 ? std::min(params_.top_k, vocab) : vocab;
-    if (k < vocab || params_.top_p < 1.0f) {
-      auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first; };
-      std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(), by_logit);
-      candidates_.resize(k);
-    }
-    float max_logit = candidates_[0].first;
-    for (const auto& c : candidates_) max_logit = std::max(max_logit, c.first);
-    double total = 0.0;
-    for (auto& [value, id] : candidates_) {
-      value = static_cast<float>(std::exp((value - max_logit) / params_.temperature));
-      total += value;
-    }
-    // top-p: the smallest prefix (candidates are sorted here) whose mass reaches top_p.
-    if (params_.top_p < 1.0f) {
-      double mass = 0.0;
-      for (size_t i = 0; i < candidates_.size(); ++i) {
-        mass += candidates_[i].first / total;
-        if (mass >= params_.top_p) {
-          candidates_.resize(i + 1);
-          break;
-        }
-      }
-    }
-    // min-p: drop tokens less likely than min_p times the most likely one (whose weight is 1).
-    if (params_.min_p > 0.0f) {
-      std::erase_if(candidates_, [&](const auto& c) { return c.first < params_.min_p; });
-    }
-    double kept_mass = 0.0;
-    for (const auto& c : candidates_) kept_mass += c.first;
-    double u = std::uniform_real_distribution<double>(0.0, kept_mass)(rng_);
-    chosen = candidates_.back().second;
-    for (const auto& [weight, id] : candidates_) {
-      u -= weight;
-      if (u < 0) {
-        chosen = id;
-        break;
-      }
-    }
-  }
+  const int32_t chosen = sample_reference(logits, row(counter), scratch_).token;
   result.token = chosen;
-  // Without transforms `logits` still holds the raw values (sampling works on candidates_).
+  // Without transforms `logits` still holds the raw values (the reference only reads them).
   if (want_logprobs) result.logprob = (transforms ? raw[chosen] : logits[chosen]) - lse;
   observe(chosen);
   return result;

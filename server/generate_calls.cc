@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/splitmix64.h"
 #include "runtime/status_macros.h"
 #include "runtime/tokenizer/utf8.h"
 #include "server/logging.h"
@@ -297,12 +298,9 @@ class GenerateStreamReactor final : public GenerateCall<grpc::ServerWriteReactor
 }  // namespace
 
 std::string new_request_id() {
-  static std::atomic<uint64_t> counter{std::random_device{}() * 0x9E3779B97F4A7C15ull};
-  uint64_t z = counter.fetch_add(0x9E3779B97F4A7C15ull, std::memory_order_relaxed);
-  // splitmix64: distinct, well-spread ids.
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
+  static std::atomic<uint64_t> counter{std::random_device{}() * kSplitMix64Gamma};
+  // A SplitMix64 stream: distinct, well-spread ids.
+  const uint64_t z = splitmix64(counter.fetch_add(kSplitMix64Gamma, std::memory_order_relaxed));
   return absl::StrFormat("req-%016x", z);
 }
 

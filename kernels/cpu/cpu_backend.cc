@@ -123,4 +123,15 @@ void CpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
   }
 }
 
+void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
+                        const Tensor& tokens) {
+  expect_f32(logits);
+  if (tokens.dtype != DType::kI32) std::abort();  // as expect_f32: a caller's bug
+  const int64_t vocab = logits.dim(1);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::span<const float> row(logits.as<float>() + r * vocab, vocab);
+    tokens.as<int32_t>()[r] = sample_reference(row, rows[r], sampling_scratch_).token;
+  }
+}
+
 }  // namespace tessera

@@ -39,11 +39,14 @@ class CpuBackend final : public Backend {
                  const Tensor& out) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
   void gather_logit_rows(const Tensor& x, const Tensor& out) override;
+  void sample(const Tensor& logits, std::span<const SamplingRow> rows,
+              const Tensor& tokens) override;
   absl::Status synchronize() override { return absl::OkStatus(); }
 
  private:
   std::string name_;
   const StepBatch* batch_ = nullptr;  // the current step, owned by the caller
+  SamplingScratch sampling_scratch_;
 };
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/kv_cache.h"
+#include "runtime/sampling_math.h"
 #include "runtime/step_batch.h"
 
 namespace tessera {
@@ -24,6 +25,22 @@ class ForwardModel {
   // Runs the step; writes fp32 logits [batch.logits_rows.size(), vocab] to `logits`.
   virtual absl::Status forward(const StepBatch& batch, const KvCache& cache,
                                std::span<float> logits) = 0;
+
+  // Whether forward_sampled() is available: the logit rows are sampled where they are computed,
+  // and only tokens come back.
+  virtual bool can_sample_on_device() const { return false; }
+  // Runs the step like forward(), then samples logit row r by rows[r] into tokens[r], with the
+  // same math as the host Sampler (runtime/sampling_math.h). The engine calls it only when
+  // can_sample_on_device(); a model that cannot answers FAILED_PRECONDITION.
+  virtual absl::Status forward_sampled(const StepBatch& batch, const KvCache& cache,
+                                       std::span<const SamplingRow> rows,
+                                       std::span<int32_t> tokens);
 };
+
+inline absl::Status ForwardModel::forward_sampled(const StepBatch&, const KvCache&,
+                                                  std::span<const SamplingRow>,
+                                                  std::span<int32_t>) {
+  return absl::FailedPreconditionError("forward_sampled: this model samples on the host only");
+}
 
 }  // namespace tessera

@@ -40,6 +40,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource&
         absl::StrCat("micro_batches: ", execution.micro_batches, " is not a positive count"));
   }
   if (execution.gemm_buckets) TESSERA_RETURN_IF_ERROR(execution.gemm_buckets->validate());
+  if (config.vocab_size > kMaxSamplingVocab) {
+    return absl::InvalidArgumentError(absl::StrCat("vocab_size ", config.vocab_size,
+                                                   " exceeds the sampler's limit of ",
+                                                   kMaxSamplingVocab));
+  }
   TESSERA_RETURN_IF_ERROR(validate_segments(segments, static_cast<int32_t>(config.num_layers)));
   std::unique_ptr<LlamaModel> model(new LlamaModel(config, limits, std::move(execution)));
   model->segments_ = std::move(segments);
@@ -217,6 +222,7 @@ absl::Status LlamaModel::allocate_activations(Stage& stage, bool last) {
   if (!last) return absl::OkStatus();
   TESSERA_ASSIGN_OR_RETURN(act.last, allocate(b, dt, {cap.logit_rows, c.hidden_size}));
   TESSERA_ASSIGN_OR_RETURN(act.logits, allocate(b, DType::kF32, {cap.logit_rows, c.vocab_size}));
+  TESSERA_ASSIGN_OR_RETURN(sampled_, allocate(b, DType::kI32, {cap.logit_rows}));
   return absl::OkStatus();
 }
 
@@ -227,14 +233,29 @@ int64_t LlamaModel::gemm_rows(int64_t rows, bool has_prefill) const {
 
 absl::Status LlamaModel::forward(const StepBatch& batch, const KvCache& cache,
                                  std::span<float> logits) {
+  return run_step(batch, cache, StepOutput{logits, {}, {}});
+}
+
+absl::Status LlamaModel::forward_sampled(const StepBatch& batch, const KvCache& cache,
+                                         std::span<const SamplingRow> rows,
+                                         std::span<int32_t> tokens) {
+  return run_step(batch, cache, StepOutput{{}, rows, tokens});
+}
+
+absl::Status LlamaModel::run_step(const StepBatch& batch, const KvCache& cache,
+                                  const StepOutput& output) {
   const int64_t n = batch.num_tokens();
   const int64_t n_logits = static_cast<int64_t>(batch.logits_rows.size());
-  if (n <= 0 || n > limits_.max_batch_tokens || n_logits > limits_.max_logit_rows ||
-      static_cast<int64_t>(logits.size()) != n_logits * config_.vocab_size) {
+  const bool sampled = output.logits.empty() && n_logits > 0;
+  const bool shaped = sampled ? static_cast<int64_t>(output.rows.size()) == n_logits &&
+                                    static_cast<int64_t>(output.tokens.size()) == n_logits
+                              : static_cast<int64_t>(output.logits.size()) ==
+                                    n_logits * config_.vocab_size;
+  if (n <= 0 || n > limits_.max_batch_tokens || n_logits > limits_.max_logit_rows || !shaped) {
     return absl::InternalError(absl::StrCat("forward: batch of ", n, " tokens and ", n_logits,
                                             " logit rows exceeds the limits (",
                                             limits_.max_batch_tokens, ", ", limits_.max_logit_rows,
-                                            ") or the logits span is misshapen"));
+                                            ") or the logits, rows or tokens span is misshapen"));
   }
   if (stages_.size() > 1 && execution_.micro_batches > 1) {
     split_step_batch(batch, execution_.micro_batches, &parts_);
@@ -246,13 +267,22 @@ absl::Status LlamaModel::forward(const StepBatch& batch, const KvCache& cache,
   } else {
     for (size_t s = 0; s < stages_.size(); ++s) run_stage(s, batch, 0, 0, cache);
   }
+  const Stage& last = stages_.back();
+  Backend& b = *last.segment.backend;
+  const Tensor logits = last.act.logits.rows(0, n_logits);
+  const Tensor tokens = sampled_.rows(0, n_logits);
+  // Only the int32 tokens cross to the host, not n_logits rows of vocab fp32 logits.
+  if (sampled) b.sample(logits, output.rows, tokens);
   // Every stage's errors, the first one reported.
   absl::Status status;
-  for (Stage& stage : stages_) status.Update(stage.segment.backend->synchronize());
+  for (const Stage& stage : stages_) status.Update(stage.segment.backend->synchronize());
   if (!status.ok() || n_logits == 0) return status;
-  const Stage& last = stages_.back();
-  last.segment.backend->copy_to_host(logits.data(), last.act.logits.data, logits.size_bytes());
-  return last.segment.backend->synchronize();
+  if (sampled) {
+    b.copy_to_host(output.tokens.data(), tokens.data, tokens.nbytes());
+  } else {
+    b.copy_to_host(output.logits.data(), logits.data, logits.nbytes());
+  }
+  return b.synchronize();
 }
 
 void LlamaModel::run_stage(size_t s, const StepBatch& part, int64_t first_token,

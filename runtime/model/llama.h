@@ -64,6 +64,12 @@ class LlamaModel final : public ForwardModel {
 
   absl::Status forward(const StepBatch& batch, const KvCache& cache,
                        std::span<float> logits) override;
+  // Every backend has a sample op: lm_head's fp32 logits stay on the (last) device, tokens come
+  // back.
+  bool can_sample_on_device() const override { return true; }
+  absl::Status forward_sampled(const StepBatch& batch, const KvCache& cache,
+                               std::span<const SamplingRow> rows,
+                               std::span<int32_t> tokens) override;
 
  private:
   struct Layer {
@@ -107,6 +113,14 @@ class LlamaModel final : public ForwardModel {
                                      std::initializer_list<int64_t> dims);
   absl::Status load_weights(const WeightSource& weights);
   absl::Status allocate_activations(Stage& stage, bool last);
+  // What a step hands back: the logits (forward) or the tokens sampled by `rows` on the last
+  // stage's backend (forward_sampled); exactly one of `logits` and `tokens` is non-empty.
+  struct StepOutput {
+    std::span<float> logits;             // [n_logits, vocab]
+    std::span<const SamplingRow> rows;   // [n_logits]
+    std::span<int32_t> tokens;           // [n_logits]
+  };
+  absl::Status run_step(const StepBatch& batch, const KvCache& cache, const StepOutput& output);
   // The padded row count a GEMM over `rows` rows runs with.
   int64_t gemm_rows(int64_t rows, bool has_prefill) const;
   // Queues stage `s`'s share of one part of the step.
@@ -125,6 +139,7 @@ class LlamaModel final : public ForwardModel {
   std::vector<Layer> layers_;
   std::vector<Stage> stages_;
   std::vector<StepBatchPart> parts_;  // the current step's micro-batches (reused)
+  Tensor sampled_;  // [logit rows] int32 on the last stage: the backend's sample op writes here
 };
 
 }  // namespace tessera

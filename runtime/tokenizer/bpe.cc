@@ -3,21 +3,15 @@
 #include <algorithm>
 #include <bit>
 
+#include "runtime/splitmix64.h"
+
 namespace tessera {
 namespace {
 
+// Hashed through splitmix64 before probing: ids are small dense integers, so the raw key would
+// cluster badly.
 uint64_t pair_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
-}
-
-// splitmix64 finalizer: ids are small dense integers, so the raw key would cluster badly.
-uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
 }
 
 // Min-heap order on (rank, left position): the lowest rank first, the leftmost among equals.
@@ -36,7 +30,7 @@ Bpe::Bpe(std::span<const Merge> merges) {
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const Merge& m = merges[rank];
     const uint64_t key = pair_key(m.left, m.right);
-    for (uint64_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
+    for (uint64_t i = splitmix64(key) & mask_;; i = (i + 1) & mask_) {
       Slot& slot = slots_[i];
       if (slot.key == kEmpty) {
         ++count_;
@@ -54,7 +48,7 @@ Bpe::Bpe(std::span<const Merge> merges) {
 const Bpe::Slot* Bpe::lookup(int32_t left, int32_t right) const {
   if (slots_.empty()) return nullptr;
   const uint64_t key = pair_key(left, right);
-  for (uint64_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
+  for (uint64_t i = splitmix64(key) & mask_;; i = (i + 1) & mask_) {
     const Slot& slot = slots_[i];
     if (slot.key == key) return &slot;
     if (slot.key == kEmpty) return nullptr;

@@ -42,14 +42,21 @@ class DefaultModel : public ::testing::Test {
     if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "default model missing: " << kModel;
   }
 
-  // Greedy tokens for each prompt, all submitted at once and stepped on this thread.
+  static SamplingParams greedy() {
+    SamplingParams p;
+    p.temperature = 0;
+    return p;
+  }
+
+  // Tokens for each prompt (greedy unless told), all submitted at once and stepped on this thread.
   static std::vector<std::vector<int32_t>> generate(ModelInstance& m, const std::vector<std::string>& prompts,
-                                                    int32_t max_tokens) {
+                                                    int32_t max_tokens,
+                                                    const SamplingParams& sampling = greedy()) {
     std::vector<RequestHandle> handles;
     for (const std::string& p : prompts) {
       auto r = std::make_shared<Request>();
       r->prompt = *m.tokenizer().encode(p);
-      r->sampling.temperature = 0;
+      r->sampling = sampling;
       r->stop.max_tokens = max_tokens;
       r->stop.ignore_eos = true;
       handles.push_back(*m.engine().submit(r));

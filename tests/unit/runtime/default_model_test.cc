@@ -39,6 +39,26 @@ TEST_F(DefaultModel, ChunkedPrefillAndBatchingDoNotChangeTokens) {
   EXPECT_EQ(generate(*chunked, prompts, 12), alone);
 }
 
+TEST_F(DefaultModel, SeededSamplingIsTheSameOnTheDeviceAndOnTheHost) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The three primary colors are"};
+  auto m = load(256);
+  ASSERT_NE(m, nullptr);
+  SamplingParams p;
+  p.temperature = 1.1f;
+  p.top_k = 100;
+  p.top_p = 0.95f;
+  p.min_p = 0.01f;
+  p.seed = 2024;
+  p.has_seed = true;
+  // Plain rows: LlamaModel::forward_sampled, the backend's sample op.
+  const auto device = generate(*m, prompts, 16, p);
+  // Logprobs are the host Sampler's: every step goes through forward() and the host.
+  p.logprobs = true;
+  const auto host = generate(*m, prompts, 16, p);
+  EXPECT_EQ(device, host);
+  EXPECT_NE(device, generate(*m, prompts, 16));  // and it did sample, not decode greedily
+}
+
 TEST_F(DefaultModel, MissingFileAndDirectoryGiveClearErrors) {
   InstanceOptions options;
   auto missing = ModelInstance::load("/nonexistent/model.gguf", options);

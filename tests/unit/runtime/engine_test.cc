@@ -288,5 +288,63 @@ TEST(Engine, BackgroundThreadServesAndShutdownFailsTheRest) {
   EXPECT_EQ(h.cache->allocator().num_used(), 0);
 }
 
+// Seeded requests get the same tokens whether the model samples on its device (forward_sampled)
+// or the engine samples on the host, and a step with one row that needs the host (logprobs here)
+// sends every row of that step to the host.
+struct SampledRun {
+  std::map<std::string, std::vector<int32_t>> tokens;
+  int device_steps = 0;
+  int steps = 0;
+};
+
+SampledRun run_seeded(bool device_sampling, bool first_wants_logprobs) {
+  Harness h(256, 4, ForwardLimits{64, 16});
+  h.model.spread_logits = true;
+  h.model.device_sampling = device_sampling;
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < 8; ++i) {
+    auto r = h.request(prompt_of(3 + i, i), i == 0 ? 4 : 24);
+    r->sampling.temperature = 0.7f + 0.2f * (i % 4);
+    r->sampling.top_k = i % 3 == 0 ? 0 : 30 * (i % 3);
+    r->sampling.top_p = i % 2 == 0 ? 1.0f : 0.9f;
+    r->sampling.min_p = i % 4 == 3 ? 0.01f : 0.0f;
+    r->sampling.seed = 100 + i;
+    r->sampling.has_seed = true;
+    r->sampling.logprobs = i == 0 && first_wants_logprobs;
+    r->stop.ignore_eos = true;
+    handles.push_back(*h.engine.submit(r));
+  }
+  SampledRun run;
+  for (auto& [id, outs] : h.drain(handles)) run.tokens[id] = tokens_of(outs);
+  run.device_steps = h.model.sampled_steps;
+  run.steps = h.model.steps;
+  return run;
+}
+
+TEST(Engine, DeviceAndHostSamplingGiveTheSameSeededTokens) {
+  const SampledRun host = run_seeded(false, false);
+  const SampledRun device = run_seeded(true, false);
+  const SampledRun mixed = run_seeded(true, true);
+  EXPECT_EQ(host.device_steps, 0);
+  EXPECT_EQ(device.device_steps, device.steps);  // every step: all rows are plain
+  // Request 0 (logprobs, 4 tokens) keeps the first steps on the host; the rest go to the device.
+  EXPECT_GT(mixed.device_steps, 0);
+  EXPECT_LT(mixed.device_steps, mixed.steps);
+  ASSERT_EQ(host.tokens.size(), 8u);
+  EXPECT_EQ(device.tokens, host.tokens);
+  EXPECT_EQ(mixed.tokens, host.tokens);
+  // The draws are really random: the tokens differ from greedy decoding of the fake model.
+  int off_greedy = 0;
+  for (int i = 1; i < 8; ++i) {
+    const std::vector<int32_t>& got = host.tokens.at(std::to_string(i));
+    std::vector<int32_t> context = prompt_of(3 + i, i);
+    for (int32_t t : got) {
+      off_greedy += t != FakeModel::next_token(context, 0);
+      context.push_back(t);
+    }
+  }
+  EXPECT_GT(off_greedy, 10);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -2,6 +2,8 @@
 // that does no neural work but really uses the paged KV cache. It writes each token id into its
 // slot and predicts the next token from the ids it reads back through the sequence's block
 // table, so wrong slots, stale blocks or a broken recompute after preemption change the output.
+// Optionally its logits spread over the whole vocabulary (so that sampling is really random), and
+// it samples "on its device" with a CpuBackend's sample op (so that the engine's device path runs).
 #pragma once
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model/forward_model.h"
+#include "runtime/splitmix64.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -43,9 +46,14 @@ class FakeModel final : public ForwardModel {
   int64_t vocab_size() const override { return kFakeVocab; }
   const ForwardLimits& limits() const override { return limits_; }
 
-  static int32_t next_token(const std::vector<int32_t>& context, int eos_modulus) {
+  static uint64_t context_hash(const std::vector<int32_t>& context) {
     uint64_t h = 1469598103934665603ull;
     for (int32_t t : context) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+    return h;
+  }
+
+  static int32_t next_token(const std::vector<int32_t>& context, int eos_modulus) {
+    const uint64_t h = context_hash(context);
     if (eos_modulus > 0 && h % eos_modulus == 0) return kFakeEos;
     return 'a' + static_cast<int32_t>(h % 26);
   }
@@ -68,20 +76,48 @@ class FakeModel final : public ForwardModel {
           const int32_t block = batch.block_tables[s * batch.max_blocks + pos / bs];
           context.push_back(static_cast<int32_t>(k[block * bs + pos % bs]));
         }
-        logits[row * kFakeVocab + next_token(context, eos_modulus_)] = 10.0f;
+        const uint64_t h = context_hash(context);
+        float* row_logits = logits.data() + row * kFakeVocab;
+        if (spread_logits) {
+          // Every token gets a logit in [0, 4) from the context: many are plausible.
+          for (int32_t t = 0; t < kFakeVocab; ++t) {
+            row_logits[t] = static_cast<float>(splitmix64(h + t) >> 54) / 256.0f;
+          }
+        }
+        // One hot, or (spread) the likeliest of many.
+        row_logits[next_token(context, eos_modulus_)] = spread_logits ? 6.0f : 10.0f;
         ++row;
       }
     }
     return absl::OkStatus();
   }
 
+  bool can_sample_on_device() const override { return device_sampling; }
+
+  absl::Status forward_sampled(const StepBatch& batch, const KvCache& cache,
+                               std::span<const SamplingRow> rows,
+                               std::span<int32_t> tokens) override {
+    ++sampled_steps;
+    const int64_t n = static_cast<int64_t>(batch.logits_rows.size());
+    device_logits_.resize(n * kFakeVocab);
+    if (absl::Status s = forward(batch, cache, device_logits_); !s.ok()) return s;
+    device_.sample(Tensor(device_logits_.data(), DType::kF32, {n, kFakeVocab}), rows,
+                   Tensor(tokens.data(), DType::kI32, {n}));
+    return absl::OkStatus();
+  }
+
+  bool spread_logits = false;   // logits over the whole vocabulary, not one hot
+  bool device_sampling = false;  // offer forward_sampled to the engine
   int steps = 0;
+  int sampled_steps = 0;  // steps that went through forward_sampled
   int32_t max_tokens_seen = 0;
 
  private:
   ForwardLimits limits_;
   int eos_modulus_;
   std::chrono::microseconds delay_;
+  CpuBackend device_{1};              // the fake "device": its sample op
+  std::vector<float> device_logits_;  // [logit rows, vocab] that never reach the engine
 };
 
 inline KvCacheShape fake_cache_shape(int32_t num_blocks, int32_t block_size) {

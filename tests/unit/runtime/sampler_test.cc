@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -11,7 +13,10 @@ namespace {
 
 std::vector<float> logits_of(std::initializer_list<float> v) { return std::vector<float>(v); }
 
-int32_t draw(Sampler& s, std::vector<float> logits) { return s.sample(logits).token; }
+// The sequence's `counter`-th token (its output index).
+int32_t draw(Sampler& s, std::vector<float> logits, uint64_t counter = 0) {
+  return s.sample(logits, counter).token;
+}
 
 TEST(Sampler, GreedyPicksArgmaxAndReportsLogprob) {
   SamplingParams p;
@@ -19,7 +24,7 @@ TEST(Sampler, GreedyPicksArgmaxAndReportsLogprob) {
   p.logprobs = true;
   Sampler s(p, {});
   std::vector<float> l = logits_of({0.1f, 2.0f, -1.0f, 1.9f});
-  const SampleResult r = s.sample(l);
+  const SampleResult r = s.sample(l, 0);
   EXPECT_EQ(r.token, 1);
   const double lse = std::log(std::exp(0.1) + std::exp(2.0) + std::exp(-1.0) + std::exp(1.9));
   EXPECT_NEAR(r.logprob, 2.0 - lse, 1e-5);
@@ -37,7 +42,7 @@ TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {
     q.seed = seed;
     Sampler s(q, {});
     std::vector<int32_t> out;
-    for (int i = 0; i < 64; ++i) out.push_back(draw(s, base));
+    for (int i = 0; i < 64; ++i) out.push_back(draw(s, base, i));
     return out;
   };
   EXPECT_EQ(run(42), run(42));
@@ -57,8 +62,8 @@ TEST(Sampler, TopKOneAndTinyTopPAreGreedy) {
   p.has_seed = true;
   Sampler b(p, {});
   for (int i = 0; i < 20; ++i) {
-    EXPECT_EQ(draw(a, l), 2);
-    EXPECT_EQ(draw(b, l), 2);
+    EXPECT_EQ(draw(a, l, i), 2);
+    EXPECT_EQ(draw(b, l, i), 2);
   }
 }
 
@@ -71,7 +76,7 @@ TEST(Sampler, MinPDropsUnlikelyTokens) {
   p.has_seed = true;
   Sampler s(p, {});
   std::map<int32_t, int> seen;
-  for (int i = 0; i < 500; ++i) ++seen[draw(s, l)];
+  for (int i = 0; i < 500; ++i) ++seen[draw(s, l, i)];
   EXPECT_GT(seen[0], 0);
   EXPECT_GT(seen[1], 0);
   EXPECT_EQ(seen.count(2) + seen.count(3), 0u);
@@ -86,7 +91,7 @@ TEST(Sampler, TemperatureSamplingFollowsSoftmax) {
   Sampler s(p, {});
   std::vector<int> counts(3, 0);
   const int n = 20000;
-  for (int i = 0; i < n; ++i) ++counts[draw(s, l)];
+  for (int i = 0; i < n; ++i) ++counts[draw(s, l, i)];
   const double z = std::exp(2.0) + 1.0 + std::exp(-2.0);
   const double expected[3] = {std::exp(2.0) / z, 1.0 / z, std::exp(-2.0) / z};
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(counts[i] / double(n), expected[i], 0.015) << i;
@@ -99,7 +104,7 @@ TEST(Sampler, LogprobIsOfTheRawDistributionEvenWithPenalties) {
   p.repetition_penalty = 100.0f;
   Sampler s(p, std::vector<int32_t>{0});
   std::vector<float> l = logits_of({3.0f, 1.0f});
-  const SampleResult r = s.sample(l);
+  const SampleResult r = s.sample(l, 0);
   EXPECT_EQ(r.token, 1);  // 3 / 100 < 1
   EXPECT_NEAR(r.logprob, 1.0 - std::log(std::exp(3.0) + std::exp(1.0)), 1e-5);
 }
@@ -110,9 +115,9 @@ TEST(Sampler, RepetitionPenaltyCoversPromptAndOutput) {
   p.temperature = 0;
   p.repetition_penalty = 10.0f;
   Sampler s(p, std::vector<int32_t>{0});
-  EXPECT_EQ(draw(s, logits_of({3.0f, 1.0f, -5.0f})), 1);
+  EXPECT_EQ(draw(s, logits_of({3.0f, 1.0f, -5.0f}), 0), 1);
   // Token 1 was just generated: now penalised too, and negative logits are multiplied.
-  EXPECT_EQ(draw(s, logits_of({3.0f, 1.0f, -5.0f})), 0);
+  EXPECT_EQ(draw(s, logits_of({3.0f, 1.0f, -5.0f}), 1), 0);
 }
 
 TEST(Sampler, FrequencyAndPresencePenaltiesCountOutputs) {
@@ -122,9 +127,9 @@ TEST(Sampler, FrequencyAndPresencePenaltiesCountOutputs) {
   p.presence_penalty = 0.5f;
   Sampler s(p, std::vector<int32_t>{1});  // prompt tokens are not penalised by these
   // After generating token 0 twice it loses 2 * 1.0 + 0.5 = 2.5.
-  EXPECT_EQ(draw(s, logits_of({3.0f, 1.0f})), 0);  // 3.0 vs 1.0
-  EXPECT_EQ(draw(s, logits_of({3.0f, 1.0f})), 0);  // 1.5 vs 1.0
-  EXPECT_EQ(draw(s, logits_of({3.0f, 1.0f})), 1);  // 0.5 vs 1.0
+  EXPECT_EQ(draw(s, logits_of({3.0f, 1.0f}), 0), 0);  // 3.0 vs 1.0
+  EXPECT_EQ(draw(s, logits_of({3.0f, 1.0f}), 1), 0);  // 1.5 vs 1.0
+  EXPECT_EQ(draw(s, logits_of({3.0f, 1.0f}), 2), 1);  // 0.5 vs 1.0
 }
 
 TEST(Sampler, TopLogprobsAreSortedAndNormalized) {
@@ -134,12 +139,79 @@ TEST(Sampler, TopLogprobsAreSortedAndNormalized) {
   p.top_logprobs = 2;
   Sampler s(p, {});
   std::vector<float> l = logits_of({0.0f, 5.0f, 4.0f});
-  const SampleResult r = s.sample(l);
+  const SampleResult r = s.sample(l, 0);
   ASSERT_EQ(r.top.size(), 2u);
   EXPECT_EQ(r.top[0].token, 1);
   EXPECT_EQ(r.top[1].token, 2);
   EXPECT_NEAR(std::exp(r.top[0].logprob) + std::exp(r.top[1].logprob) + std::exp(-5.0 + r.top[0].logprob),
               1.0, 1e-5);
+}
+
+// The host Sampler and the shared reference (which the backends' sample ops follow) pick the
+// same token for the same (seed, counter), over random logits and mixed parameters.
+TEST(Sampler, AgreesWithTheReferenceForEveryParameterMix) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(3000);
+  for (float& l : logits) l = normal(rng);
+  SamplingScratch scratch;
+  int compared = 0;
+  for (float temperature : {0.0f, 0.6f, 1.0f, 1.7f}) {
+    for (int32_t top_k : {0, 1, 40}) {
+      for (float top_p : {1.0f, 0.9f, 0.3f}) {
+        for (float min_p : {0.0f, 0.05f}) {
+          SamplingParams p;
+          p.temperature = temperature;
+          p.top_k = top_k;
+          p.top_p = top_p;
+          p.min_p = min_p;
+          p.seed = 1000 + compared;
+          p.has_seed = true;
+          Sampler s(p, {});
+          for (uint64_t c = 0; c < 8; ++c) {
+            const std::optional<SamplingRow> row = s.plain_row(c);
+            ASSERT_TRUE(row.has_value());
+            EXPECT_EQ(row->seed, p.seed);
+            EXPECT_EQ(row->counter, c);
+            const int32_t want = sample_reference(logits, *row, scratch).token;
+            EXPECT_EQ(draw(s, logits, c), want) << "T " << temperature << " k " << top_k
+                                                << " p " << top_p << " min_p " << min_p;
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Sampler, PenaltiesApplyBeforeTheSharedDraw) {
+  // With penalties the Sampler's token is the reference's on the penalized logits.
+  std::vector<float> logits = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f};
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.seed = 5;
+  p.has_seed = true;
+  Sampler s(p, std::vector<int32_t>{0, 1});
+  EXPECT_FALSE(s.plain_row(0).has_value());  // only the host can apply penalties
+  const std::vector<float> penalized = {1.0f, 0.75f, 1.0f, 0.5f, 0.0f};
+  SamplingRow row;
+  row.seed = 5;
+  SamplingScratch scratch;
+  EXPECT_EQ(draw(s, logits, 0), sample_reference(penalized, row, scratch).token);
+}
+
+TEST(Sampler, LogprobsKeepARowOnTheHostAndUnseededRequestsDrawTheirOwnSeed) {
+  SamplingParams lp;
+  lp.logprobs = true;
+  EXPECT_FALSE(Sampler(lp, {}).plain_row(0).has_value());
+  SamplingParams top;
+  top.top_logprobs = 2;
+  EXPECT_FALSE(Sampler(top, {}).plain_row(0).has_value());
+  SamplingParams unseeded;
+  const Sampler a(unseeded, {}), b(unseeded, {});
+  ASSERT_TRUE(a.plain_row(0).has_value());
+  EXPECT_NE(a.plain_row(0)->seed, b.plain_row(0)->seed);  // 2^-64 odds of a false failure
+  EXPECT_EQ(a.plain_row(0)->seed, a.plain_row(3)->seed);  // drawn once, kept
 }
 
 }  // namespace
