@@ -24,6 +24,15 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   TESSERA_ASSIGN_OR_RETURN(inst->model_,
                            LlamaModel::load(inst->files_.weights(), *inst->backend_, options.limits));
 
+  // GEMM tuning: the backend's device gets a tuning context (its results file read now).
+  const int device = inst->backend_->name() == "cpu" ? 0 : options.backend.gpu_device;
+  TESSERA_ASSIGN_OR_RETURN(
+      inst->tuning_,
+      ModelTuning::attach(options.tuning,
+                          gemm_model_shape(config, gemm_dtype_of(inst->backend_->compute_dtype())),
+                          WarmupLimits{options.limits.max_batch_tokens, options.limits.max_logit_rows},
+                          {TuningDevice{device, inst->backend_.get()}}));
+
   if (options.block_size <= 0 || options.block_size > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("block_size: ", options.block_size, " is outside [1, 1024]"));

@@ -14,6 +14,8 @@
 #include "runtime/kv_cache.h"
 #include "runtime/model/llama.h"
 #include "runtime/model/model_loader.h"
+#include "runtime/tuning/model_tuning.h"
+#include "runtime/tuning/tuning_config.h"
 
 namespace tessera {
 
@@ -26,6 +28,7 @@ struct InstanceOptions {
   // kv_cache_bytes is 0; 0 = the backend's default (kDefaultKvFractionCpu / Gpu).
   double kv_cache_fraction = 0;
   EngineConfig engine;             // max_model_len 0 = the model's max_position_embeddings
+  TuningConfig tuning;             // GEMM tuning mode, results file, buckets (environment applied)
 };
 
 inline constexpr double kDefaultKvFractionCpu = 0.25;  // host memory is shared with everything
@@ -44,6 +47,7 @@ class ModelInstance {
   LlamaModel& model() { return *model_; }
   KvCache& cache() { return *cache_; }
   Engine& engine() { return *engine_; }
+  ModelTuning& tuning() { return *tuning_; }
   const std::string& path() const { return path_; }
 
  private:
@@ -52,6 +56,7 @@ class ModelInstance {
   std::string path_;
   ModelFiles files_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<ModelTuning> tuning_;  // after backend_: detaches from it before it goes
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Engine> engine_;  // declared last: destroyed first

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "kernels/cpu/cpu_gemm_selector.h"
+#include "kernels/cpu/cpu_tunable_gemm.h"
 #include "runtime/backend.h"
 
 namespace tessera {
@@ -39,8 +41,12 @@ class CpuBackend final : public Backend {
   void gather_logit_rows(const Tensor& x, const Tensor& out) override;
   absl::Status synchronize() override { return absl::OkStatus(); }
 
+  TunableGemm* tunable_gemm() override { return &tunable_gemm_; }
+
  private:
   const StepBatch* batch_ = nullptr;  // the current step, owned by the caller
+  CpuTunableGemm tunable_gemm_;       // the tuner's; its operands are its own
+  CpuGemmSelector gemm_selector_;     // linear()'s algorithm per shape
 };
 
 }  // namespace tessera
