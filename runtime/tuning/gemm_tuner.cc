@@ -45,20 +45,6 @@ absl::Status with_sig(const GemmSignature& sig, const absl::Status& s) {
 
 }  // namespace
 
-const char* candidate_verdict_name(CandidateVerdict v) {
-  switch (v) {
-    case CandidateVerdict::kTimed:
-      return "timed";
-    case CandidateVerdict::kRejected:
-      return "rejected";
-    case CandidateVerdict::kPruned:
-      return "pruned";
-    case CandidateVerdict::kFailed:
-      return "failed";
-  }
-  return "unknown";
-}
-
 int rotating_copies(const TuningConfig& config, size_t operand_bytes, size_t cache_bytes) {
   if (config.rotating_buffer_size_mb == 0 || operand_bytes == 0) return 1;
   const size_t pool = config.rotating_buffer_size_mb < 0
@@ -161,8 +147,9 @@ absl::StatusOr<TuneOutcome> tune_gemm(TunableGemm& gemm, const GemmSignature& si
     outcome.candidates.push_back(std::move(report));
   }
   if (config.verbose >= 1) {
-    spdlog::info("tuned {}: {} {:.4f} ms (default {:.4f} ms, gain {:.2f}x)", sig.key(),
-                 outcome.best, outcome.best_ms, outcome.default_ms, outcome.gain());
+    spdlog::info("tuned {}: {} {:.4f} ms (default {:.4f} ms, gain {:.2f}x; {} operand sets)",
+                 sig.key(), outcome.best, outcome.best_ms, outcome.default_ms, outcome.gain(),
+                 outcome.copies);
   }
   return outcome;
 }

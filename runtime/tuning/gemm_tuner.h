@@ -64,7 +64,4 @@ int rotating_copies(const TuningConfig& config, size_t operand_bytes, size_t cac
 absl::StatusOr<TuneOutcome> tune_gemm(TunableGemm& gemm, const GemmSignature& sig,
                                       const TuningConfig& config);
 
-// "timed", "rejected", "pruned", "failed".
-const char* candidate_verdict_name(CandidateVerdict v);
-
 }  // namespace tessera

@@ -67,7 +67,6 @@ class ModelTuning {
   ~ModelTuning();
 
   const TuningConfig& config() const { return config_; }
-  const GemmModelShape& shape() const { return shape_; }
   // The engine's limits: the default warmup spec's, and the most a spec may ask for.
   const WarmupLimits& limits() const { return limits_; }
   std::vector<TuningContext*> contexts() const;

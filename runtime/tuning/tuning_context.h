@@ -78,8 +78,6 @@ class TuningContext final : public GemmSolutionSource {
   GemmTuneReport tune(const GemmSignature& sig, bool force);
 
   int ordinal() const { return ordinal_; }
-  TuningMode mode() const { return config_.mode; }
-  const TuningConfig& config() const { return config_; }
   const std::string& path() const { return path_; }
   const Validators& validators() const { return validators_; }
   // What loading the file reported (validator mismatches, skipped lines).
