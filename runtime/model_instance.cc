@@ -54,6 +54,12 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
         absl::StrCat("block_size: ", options.block_size, " is outside [1, 1024]"));
   }
 
+  // While GEMMs are tuned, they run at the token counts the tuning plan covers.
+  ExecutionOptions execution = options.execution;
+  if (options.tuning.mode != TuningMode::kOff && !execution.gemm_buckets) {
+    execution.gemm_buckets = options.tuning.buckets;
+  }
+
   // Devices and the plan: which holds which layers, checked against their memory before any
   // weight is read (a model that does not fit says so per device, not with an allocator error).
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Backend>> backends,
@@ -63,7 +69,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   TESSERA_ASSIGN_OR_RETURN(placement.device_map, parse_device_map(options.device_map));
   TESSERA_ASSIGN_OR_RETURN(placement.max_memory, parse_max_memory(options.max_memory));
   placement.activation_bytes =
-      LlamaModel::activation_bytes(config, options.limits, options.execution, dtype);
+      LlamaModel::activation_bytes(config, options.limits, execution, dtype);
   placement.kv_reserve_bytes = options.kv_reserve_bytes;
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
@@ -72,14 +78,23 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
 
   // Devices the plan left without layers hold nothing: their backends go.
   std::vector<LayerSegment> segments;
+  std::vector<TuningDevice> tuning_devices;
   for (size_t i = 0; i < inst->plan_.devices.size(); ++i) {
     const DevicePlacement& d = inst->plan_.devices[i];
     if (d.num_layers() == 0) continue;
     segments.push_back(LayerSegment{backends[i].get(), d.first_layer, d.num_layers()});
+    tuning_devices.push_back(TuningDevice{d.device, backends[i].get()});
     inst->backends_.push_back(std::move(backends[i]));
   }
   TESSERA_ASSIGN_OR_RETURN(inst->model_, LlamaModel::load(inst->files_.weights(), segments,
-                                                          options.limits, options.execution));
+                                                          options.limits, execution));
+
+  // GEMM tuning: each device that holds layers gets a tuning context (its results file read now).
+  TESSERA_ASSIGN_OR_RETURN(
+      inst->tuning_,
+      ModelTuning::attach(options.tuning, gemm_model_shape(config, gemm_dtype_of(dtype)),
+                          WarmupLimits{options.limits.max_batch_tokens, options.limits.max_logit_rows},
+                          std::move(tuning_devices)));
 
   // The KV cache: the same blocks on every device, as many as the tightest device holds.
   const KvCacheShape one_layer_block = inst->model_->kv_cache_shape(1, options.block_size);

@@ -16,6 +16,8 @@
 #include "runtime/model/llama.h"
 #include "runtime/model/model_loader.h"
 #include "runtime/placement/placement_planner.h"
+#include "runtime/tuning/model_tuning.h"
+#include "runtime/tuning/tuning_config.h"
 
 namespace tessera {
 
@@ -35,6 +37,7 @@ struct InstanceOptions {
   // kv_cache_bytes is 0; 0 = the backend's default (kDefaultKvFractionCpu / Gpu).
   double kv_cache_fraction = 0;
   EngineConfig engine;             // max_model_len 0 = the model's max_position_embeddings
+  TuningConfig tuning;             // GEMM tuning mode, results file, buckets (environment applied)
 };
 
 inline constexpr double kDefaultKvFractionCpu = 0.25;  // host memory is shared with everything
@@ -59,6 +62,7 @@ class ModelInstance {
   LlamaModel& model() { return *model_; }
   KvCache& cache() { return *cache_; }
   Engine& engine() { return *engine_; }
+  ModelTuning& tuning() { return *tuning_; }
   const std::string& path() const { return path_; }
 
  private:
@@ -68,6 +72,7 @@ class ModelInstance {
   ModelFiles files_;
   std::vector<std::unique_ptr<Backend>> backends_;
   PlacementPlan plan_;
+  std::unique_ptr<ModelTuning> tuning_;  // after backends_: detaches from them before they go
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Engine> engine_;  // declared last: destroyed first

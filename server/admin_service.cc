@@ -1,5 +1,7 @@
 #include "server/admin_service.h"
 
+#include "server/warmup_call.h"
+
 namespace tessera::server {
 
 tessera::v1::ServerStatus server_status(const ServingState& state) {
@@ -24,6 +26,11 @@ grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* c
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+grpc::ServerWriteReactor<tessera::v1::WarmupProgress>* AdminService::Warmup(
+    grpc::CallbackServerContext* context, const tessera::v1::WarmupRequest* request) {
+  return start_warmup_call(context, *request, state_, admin_token_);
 }
 
 }  // namespace tessera::server

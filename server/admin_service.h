@@ -1,5 +1,8 @@
-// tessera.v1.Admin: GetStatus reads the serving phase and the engine's counters (atomics).
+// tessera.v1.Admin: GetStatus reads the serving phase and the engine's counters (atomics);
+// Warmup tunes the served model's GEMMs (warmup_call.h).
 #pragma once
+
+#include <string>
 
 #include "server/serving_state.h"
 #include "tessera/v1/tessera.grpc.pb.h"
@@ -8,14 +11,19 @@ namespace tessera::server {
 
 class AdminService final : public tessera::v1::Admin::CallbackService {
  public:
-  explicit AdminService(ServingState& state) : state_(state) {}
+  // `admin_token`: what Warmup requires when not empty.
+  AdminService(ServingState& state, std::string admin_token)
+      : state_(state), admin_token_(std::move(admin_token)) {}
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const tessera::v1::GetStatusRequest* request,
                                       tessera::v1::ServerStatus* response) override;
+  grpc::ServerWriteReactor<tessera::v1::WarmupProgress>* Warmup(
+      grpc::CallbackServerContext* context, const tessera::v1::WarmupRequest* request) override;
 
  private:
   ServingState& state_;
+  const std::string admin_token_;
 };
 
 // The status as GetStatus reports it.

@@ -11,6 +11,7 @@
 #include "server/logging.h"
 #include "server/metrics/admin_routes.h"
 #include "server/server_credentials.h"
+#include "server/tuning_routes.h"
 
 namespace tessera::server {
 
@@ -33,6 +34,7 @@ Daemon::~Daemon() {
   shutdown_server();
   if (admin_http_) admin_http_->stop();
   metrics_.set_engine_stats(nullptr);
+  metrics_.set_gemm_tuning(nullptr);
 }
 
 absl::Status Daemon::start() {
@@ -42,7 +44,7 @@ absl::Status Daemon::start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   generation_ = std::make_unique<GenerationService>(state_);
-  admin_ = std::make_unique<AdminService>(state_);
+  admin_ = std::make_unique<AdminService>(state_, config_.admin_token);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config_.listen, *credentials, &port_);
   builder.RegisterService(generation_.get());
@@ -76,6 +78,13 @@ absl::Status Daemon::start() {
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = add_tuning_routes(*admin_http_, [this]() -> ModelTuning* {
+        ServedModel* model = state_.model();
+        return model == nullptr ? nullptr : &model->instance().tuning();
+      });
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = admin_http_->start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("admin_listen: ", std::string(s.message())));
   }
@@ -98,12 +107,14 @@ absl::Status Daemon::load_model() {
   metrics_.set_model_info({model_->id(), model_info.architecture(), model_info.dtype(),
                            model_info.backend(), model_info.max_model_len()});
   metrics_.set_placement(model_->instance().plan());
+  metrics_.set_gemm_tuning(&model_->instance().tuning());
   model_->engine().start();
-  readiness_.set_model_loaded(true);
-  // No warmup exists yet (it arrives with GEMM tuning): ready as soon as the model is.
-  readiness_.set_warmup_done(true);
   state_.set_model(model_.get());
-  if (state_.phase() == Phase::kLoading) state_.set_phase(Phase::kServing);
+  if (!warm_up_before_serving()) {
+    readiness_.set_warmup_done(true);
+    state_.advance(Phase::kLoading, Phase::kServing);
+  }
+  readiness_.set_model_loaded(true);
   const tessera::v1::ModelInfo& info = model_->info();
   spdlog::info("serving model \"{}\" (loaded in {:.2f}s): {} layers, vocab {}, max_model_len {}, "
                "KV cache {} blocks x {} tokens, max_num_seqs {}, max_batch_tokens {}",
@@ -111,6 +122,35 @@ absl::Status Daemon::load_model() {
                info.num_layers(), info.vocab_size(), info.max_model_len(), info.kv_cache_blocks(),
                info.kv_block_size(), info.max_num_seqs(), info.max_batch_tokens());
   return absl::OkStatus();
+}
+
+bool Daemon::warm_up_before_serving() {
+  ModelTuning& tuning = model_->instance().tuning();
+  if (!tunes_upfront(tuning.config().mode)) return false;
+  const WarmupSpec spec = tuning.default_spec();
+  if (absl::StatusOr<std::vector<WarmupGemm>> plan = tuning.plan(spec); plan.ok()) {
+    readiness_.set_warmup_progress(0, static_cast<int64_t>(plan->size() * tuning.contexts().size()));
+  }
+  readiness_.set_warmup_done(false);
+  state_.advance(Phase::kLoading, Phase::kWarmingUp);
+  absl::StatusOr<std::shared_ptr<WarmupJob>> job = tuning.start_warmup(
+      spec, [this](WarmupState s, size_t done, size_t total) {
+        readiness_.set_warmup_progress(static_cast<int64_t>(done), static_cast<int64_t>(total));
+        if (s == WarmupState::kRunning) return;
+        readiness_.set_warmup_done(true);
+        if (state_.advance(Phase::kWarmingUp, Phase::kServing)) {
+          spdlog::info("warmup at start {}: serving", warmup_state_name(s));
+        }
+      });
+  if (!job.ok()) {
+    spdlog::warn("tuning mode warmup: cannot warm up before serving ({}); serving untuned",
+                 std::string(job.status().message()));
+    state_.advance(Phase::kWarmingUp, Phase::kLoading);
+    return false;
+  }
+  spdlog::info("tuning mode warmup: tuning {} GEMMs before serving; readiness waits",
+               (*job)->snapshot().total);
+  return true;
 }
 
 void Daemon::cut_drain_short() {
@@ -126,6 +166,7 @@ void Daemon::drain() {
   const auto t0 = std::chrono::steady_clock::now();
   readiness_.set_draining();
   state_.set_phase(Phase::kDraining);
+  if (model_) model_->instance().tuning().cancel_warmup();
   if (model_) {
     Engine& engine = model_->engine();
     engine.stop_admitting();

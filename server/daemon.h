@@ -51,6 +51,9 @@ class Daemon {
 
  private:
   void shutdown_server();
+  // Tuning mode warmup: starts the warmup of the model's whole plan and holds readiness and
+  // health at NOT_SERVING until it ends. False when there is none to run.
+  bool warm_up_before_serving();
 
   DaemonConfig config_;
   ServingState state_;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/placement/device_map.h"
+#include "runtime/tuning/token_buckets.h"
 #include "yaml-cpp/yaml.h"
 
 namespace tessera::server {
@@ -293,13 +294,44 @@ const std::vector<KeySpec>& specs() {
                    os << c.kv_cache_fraction;
                    return os.str();
                  }});
+    s.push_back(enum_key("tuning_mode", "one of off, use, tune, warmup",
+                         "GEMM tuning: off = library defaults; use = the results file; tune = also "
+                         "tune a GEMM the first time it runs; warmup = tune, plus tune every GEMM "
+                         "of the model before serving",
+                         &DaemonConfig::tuning_mode, {"off", "use", "tune", "warmup"}));
+    s.push_back(string_key("tuning_file", "a file path (the device ordinal is inserted before the "
+                           "extension, or replaces %d)",
+                           "GEMM tuning results file (PyTorch TunableOp CSV), one per device",
+                           &DaemonConfig::tuning_file, non_empty));
+    s.push_back(int_key("tuning_max_duration_ms", "an integer in [0, 3600000] (0 = no time cap)",
+                        "timing of one GEMM candidate stops after this many milliseconds",
+                        &DaemonConfig::tuning_max_duration_ms, 0, 3600000));
+    s.push_back(int_key("tuning_max_iterations", "an integer in [0, 1000000] (0 = no cap)",
+                        "timing of one GEMM candidate stops after this many calls",
+                        &DaemonConfig::tuning_max_iterations, 0, 1000000));
+    s.push_back(int_key("tuning_rotating_buffer_mb",
+                        "an integer in [-1, 1048576] (-1 = the device's cache size, 0 = off)",
+                        "MiB of rotated operand copies while timing, so that GEMMs run cold",
+                        &DaemonConfig::tuning_rotating_buffer_mb, -1, 1 << 20));
+    s.push_back({{"tuning_decode_buckets", "ascending positive integers, comma-separated",
+                  "decode token counts tuned (a decode step is padded up to one of them)"},
+                 [](DaemonConfig& c, std::string_view v) {
+                   absl::StatusOr<std::vector<int64_t>> b = parse_bucket_list(v);
+                   if (!b.ok()) return false;
+                   c.tuning_decode_buckets = *std::move(b);
+                   return true;
+                 },
+                 [](const DaemonConfig& c) { return format_bucket_list(c.tuning_decode_buckets); }});
+    s.push_back(int_key("tuning_prefill_pad", "an integer in [1, 65536]",
+                        "prefill token counts tuned are multiples of this",
+                        &DaemonConfig::tuning_prefill_pad, 1, 65536));
     s.push_back(string_key("admin_listen", "HOST:PORT with PORT in [0, 65535]",
-                           "address of the admin HTTP listener (/metrics, /healthz, /readyz)",
+                           "address of the admin HTTP listener (/metrics, /healthz, /readyz, /v1/tuning)",
                            &DaemonConfig::admin_listen, [](std::string_view v) {
                              return !v.starts_with("unix:") && valid_listen_address(v);
                            }));
     s.push_back(string_key("admin_token", "any string; empty = no token",
-                           "bearer token that mutating admin endpoints require",
+                           "bearer token that mutating admin endpoints, /v1/tuning and Admin.Warmup require",
                            &DaemonConfig::admin_token, any));
     s.push_back(seconds_key("drain_timeout", "a duration (e.g. 30, 30s, 500ms, 2m) in [0s, 1h]",
                             "on SIGTERM/SIGINT, how long in-flight requests may still run",
@@ -412,6 +444,11 @@ absl::Status validate_config(const DaemonConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config key tls_client_ca = ", quote(config.tls_client_ca),
         " is invalid without tls_cert and tls_key: mTLS needs the server's own certificate"));
+  }
+  if (config.tuning_max_duration_ms == 0 && config.tuning_max_iterations == 0) {
+    return absl::InvalidArgumentError(
+        "config keys tuning_max_duration_ms = 0 and tuning_max_iterations = 0 are invalid: "
+        "allowed is at least one of them positive (timing a GEMM candidate must stop)");
   }
   return absl::OkStatus();
 }

@@ -47,7 +47,17 @@ struct DaemonConfig {
   int64_t kv_cache_bytes = 0;       // KV cache memory; 0 = kv_cache_fraction of free memory
   double kv_cache_fraction = 0;     // of free memory when kv_cache_bytes is 0; 0 = 0.25 CPU, 0.9 GPU
 
-  // Admin HTTP listener: /metrics, /healthz, /readyz.
+  // GEMM tuning (runtime/tuning/); TESSERA_TUNABLEOP_* and PYTORCH_TUNABLEOP_* variables
+  // override these at model load.
+  std::string tuning_mode = "off";  // off, use, tune, warmup (tune + the whole plan before serving)
+  std::string tuning_file = "tunableop_results.csv";  // per device: "results.csv" -> "results0.csv"
+  int32_t tuning_max_duration_ms = 30;     // per candidate; 0 = no time cap
+  int32_t tuning_max_iterations = 100;     // per candidate; 0 = no iteration cap
+  int32_t tuning_rotating_buffer_mb = -1;  // operand pool while timing; -1 = cache size, 0 = off
+  std::vector<int64_t> tuning_decode_buckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  int32_t tuning_prefill_pad = 64;  // prefill token counts padded to a multiple of this
+
+  // Admin HTTP listener: /metrics, /healthz, /readyz, /v1/tuning.
   std::string admin_listen = "127.0.0.1:8002";  // HOST:PORT; loopback by default
   std::string admin_token;  // bearer token required by mutating admin endpoints; empty = none
 

@@ -317,6 +317,10 @@ absl::StatusOr<SubmittedRequest> submit_generate(const GenerateRequest& request,
   if (state.phase() == Phase::kDraining) {
     return absl::UnavailableError("the server is draining: not accepting new requests");
   }
+  if (state.phase() == Phase::kWarmingUp) {
+    return absl::UnavailableError(
+        "the server is tuning GEMMs before serving: retry when health reports SERVING");
+  }
   if (model == nullptr || state.phase() != Phase::kServing) {
     return absl::UnavailableError("the model is still loading: retry when health reports SERVING");
   }

@@ -1,5 +1,6 @@
 #include "server/served_model.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "runtime/model/dtype.h"
@@ -12,6 +13,19 @@ std::string model_id_from_path(const std::string& path) {
   while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
   if (p.extension() == ".gguf") return p.stem().string();
   return p.filename().string();
+}
+
+TuningConfig tuning_config(const DaemonConfig& config) {
+  TuningConfig t;
+  // daemon_config validated every value; the fallbacks are unreachable.
+  t.mode = parse_tuning_mode(config.tuning_mode).value_or(TuningMode::kOff);
+  t.filename = config.tuning_file;
+  t.max_tuning_duration_ms = config.tuning_max_duration_ms;
+  t.max_tuning_iterations = config.tuning_max_iterations;
+  t.rotating_buffer_size_mb = config.tuning_rotating_buffer_mb;
+  t.buckets.decode = config.tuning_decode_buckets;
+  t.buckets.prefill_pad = config.tuning_prefill_pad;
+  return t;
 }
 
 InstanceOptions instance_options(const DaemonConfig& config) {
@@ -38,12 +52,19 @@ InstanceOptions instance_options(const DaemonConfig& config) {
   options.engine.max_num_seqs = config.max_num_seqs;
   options.engine.max_queue = config.max_queue;
   options.engine.max_model_len = config.max_model_len;
+  options.tuning = tuning_config(config);
   return options;
 }
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::load(const DaemonConfig& config) {
+  InstanceOptions options = instance_options(config);
+  if (absl::Status s = apply_environment([](const char* name) { return std::getenv(name); },
+                                         &options.tuning);
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<std::unique_ptr<ModelInstance>> instance =
-      ModelInstance::load(config.model, instance_options(config));
+      ModelInstance::load(config.model, options);
   if (!instance.ok()) return instance.status();
   std::unique_ptr<ServedModel> m(new ServedModel());
   m->instance_ = *std::move(instance);

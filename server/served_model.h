@@ -15,7 +15,9 @@ namespace tessera::server {
 
 class ServedModel {
  public:
-  // Loads config.model with the engine settings of `config` (the engine is not started).
+  // Loads config.model with the engine settings of `config` (the engine is not started). The
+  // TESSERA_TUNABLEOP_* / PYTORCH_TUNABLEOP_* environment overrides the tuning keys; a bad
+  // variable is an error naming it.
   static absl::StatusOr<std::unique_ptr<ServedModel>> load(const DaemonConfig& config);
 
   const std::string& id() const { return id_; }
@@ -37,7 +39,10 @@ class ServedModel {
 // "models/SmolLM2-135M-Instruct.Q4_1.gguf" -> "SmolLM2-135M-Instruct.Q4_1"; a directory's name.
 std::string model_id_from_path(const std::string& path);
 
-// The runtime's options for `config`.
+// The runtime's options for `config` (tuning before the environment's overrides, which
+// ServedModel::load applies).
 InstanceOptions instance_options(const DaemonConfig& config);
+// The tuning settings of `config`.
+TuningConfig tuning_config(const DaemonConfig& config);
 
 }  // namespace tessera::server

@@ -7,6 +7,7 @@ namespace tessera::server {
 const char* phase_name(Phase phase) {
   switch (phase) {
     case Phase::kLoading: return "loading";
+    case Phase::kWarmingUp: return "warming_up";
     case Phase::kServing: return "serving";
     case Phase::kDraining: return "draining";
   }
@@ -18,6 +19,12 @@ ServingState::ServingState() : started_(std::chrono::steady_clock::now()) {}
 void ServingState::set_phase(Phase phase) {
   phase_.store(phase, std::memory_order_release);
   publish_health();
+}
+
+bool ServingState::advance(Phase from, Phase to) {
+  if (!phase_.compare_exchange_strong(from, to, std::memory_order_acq_rel)) return false;
+  publish_health();
+  return true;
 }
 
 void ServingState::attach_health(grpc::HealthCheckServiceInterface* health) {

@@ -1,6 +1,7 @@
-// Where the daemon is in its life (loading -> serving -> draining), mirrored into the standard
-// grpc.health.v1 service for "" and "tessera.v1.Generation": NOT_SERVING while loading or
-// draining, SERVING in between. Also holds the served model once it is loaded.
+// Where the daemon is in its life (loading -> [warming up ->] serving -> draining), mirrored
+// into the standard grpc.health.v1 service for "" and "tessera.v1.Generation": SERVING only
+// while serving. Warming up (tuning mode warmup) is the GEMM warmup before serving: the model is
+// loaded, Generation still answers UNAVAILABLE. Also holds the served model once it is loaded.
 #pragma once
 
 #include <atomic>
@@ -17,7 +18,7 @@ class HealthCheckServiceInterface;
 
 namespace tessera::server {
 
-enum class Phase { kLoading, kServing, kDraining };
+enum class Phase { kLoading, kWarmingUp, kServing, kDraining };
 const char* phase_name(Phase phase);
 
 inline constexpr const char* kGenerationServiceName = "tessera.v1.Generation";
@@ -29,6 +30,9 @@ class ServingState {
   Phase phase() const { return phase_.load(std::memory_order_acquire); }
   // Also updates the health service when one is attached.
   void set_phase(Phase phase);
+  // set_phase(to) only while the phase is `from` (a drain that began meanwhile stays); whether
+  // it moved.
+  bool advance(Phase from, Phase to);
   // The server's health service (after the server is built); receives the current phase now.
   void attach_health(grpc::HealthCheckServiceInterface* health);
 

@@ -17,6 +17,8 @@ int chat_command(int argc, char** argv);
 int models_command(int argc, char** argv);
 // tessera tokenize [--chat] "TEXT": token ids and texts.
 int tokenize_command(int argc, char** argv);
+// tessera warmup [flags]: tune the served model's GEMMs (Admin.Warmup), with a progress bar.
+int warmup_command(int argc, char** argv);
 // tessera bench serve [flags]: the load generator.
 int bench_command(int argc, char** argv);
 // tessera bench kernels [flags]: GPU attention kernel timings (needs a GPU build; in `tessera`,

@@ -1,5 +1,5 @@
 // tessera: the command-line tool. `tessera run` generates offline; the other subcommands
-// (generate, chat, models, tokenize, bench serve) talk to a running tesserad.
+// (generate, chat, models, tokenize, warmup, bench serve) talk to a running tesserad.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -26,6 +26,9 @@ void usage() {
                "                      the models tesserad serves\n"
                "  tokenize [--server HOST:PORT] [--chat] \"TEXT\"\n"
                "                      token ids and texts from tesserad's tokenizer\n"
+               "  warmup [--server HOST:PORT] [--buckets 1,2,4] [--budget-s N] [--force]\n"
+               "      [--admin-token T]\n"
+               "                      tune the served model's GEMMs, with a progress bar\n"
                "  bench kernels [--device N] [--json PATH]   (GPU builds: attention kernel timings)\n"
                "  bench gemm [--device N] [--json PATH] [--m LIST]   (GPU builds: GEMM timings)\n"
                "  bench serve [--server HOST:PORT] [--concurrency N | --request-rate R]\n"
@@ -52,6 +55,7 @@ int main(int argc, char** argv) {
   if (command == "chat") run = tessera::cli::chat_command;
   if (command == "models") run = tessera::cli::models_command;
   if (command == "tokenize") run = tessera::cli::tokenize_command;
+  if (command == "warmup") run = tessera::cli::warmup_command;
   if (command == "bench") run = tessera::cli::bench_command;
   if (command == "bench" && argc > 2 && std::string(argv[2]) == "kernels") {
     return tessera::cli::bench_kernels_command(argc - 3, argv + 3);

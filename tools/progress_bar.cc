@@ -7,6 +7,16 @@
 
 namespace tessera::cli {
 
+std::string progress_bar_text(double fraction, int width) {
+  fraction = std::clamp(fraction, 0.0, 1.0);
+  const int filled = static_cast<int>(fraction * width + 0.5);
+  std::string bar = "[";
+  bar.append(static_cast<size_t>(filled), '#');
+  bar.append(static_cast<size_t>(width - filled), '-');
+  bar += ']';
+  return bar;
+}
+
 std::string progress_line(const RunProgress& p, size_t total_requests, double duration_seconds,
                           int bar_width) {
   const size_t finished = p.succeeded + p.failed;
@@ -16,13 +26,11 @@ std::string progress_line(const RunProgress& p, size_t total_requests, double du
   } else if (duration_seconds > 0) {
     fraction = p.elapsed_seconds / duration_seconds;
   }
-  fraction = std::clamp(fraction, 0.0, 1.0);
-  const int filled = static_cast<int>(fraction * bar_width + 0.5);
-  const std::string bar = std::string(filled, '#') + std::string(bar_width - filled, '-');
+  const std::string bar = progress_bar_text(fraction, bar_width);
   const std::string done = total_requests > 0 ? absl::StrFormat("%zu/%zu", finished, total_requests)
                                               : absl::StrFormat("%zu", finished);
   const double rate = p.elapsed_seconds > 0 ? p.output_tokens / p.elapsed_seconds : 0;
-  return absl::StrFormat("[%s] %s done, %zu running, %zu failed, %.1f s, %.0f out tok/s", bar, done,
+  return absl::StrFormat("%s %s done, %zu running, %zu failed, %.1f s, %.0f out tok/s", bar, done,
                          p.in_flight, p.failed, p.elapsed_seconds, rate);
 }
 

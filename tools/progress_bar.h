@@ -14,6 +14,9 @@
 
 namespace tessera::cli {
 
+// "[########------------]": `fraction` (clamped to [0, 1]) of `width` cells filled.
+std::string progress_bar_text(double fraction, int width);
+
 // "[########------------]  40/100 done, 8 running, 0 failed, 12.3 s, 1034 out tok/s".
 // The bar counts finished requests out of `total_requests`, or, when that is 0, elapsed time
 // out of `duration_seconds`.

@@ -96,7 +96,11 @@ void CpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Ten
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
   expect_f32(out);
-  cpu::linear(x.as<float>(), w.as<float>(), x.dim(0), w.dim(0), w.dim(1), out.as<float>());
+  const int64_t m = x.dim(0), n = w.dim(0), k = w.dim(1);
+  const cpu::GemmAlgo algo = gemm_solutions_ != nullptr
+                                 ? gemm_selector_.select(*gemm_solutions_, m, n, k)
+                                 : cpu::GemmAlgo::kDefault;
+  cpu::linear_with(algo, x.as<float>(), w.as<float>(), m, n, k, out.as<float>());
 }
 
 void CpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "kernels/cpu/cpu_gemm_selector.h"
+#include "kernels/cpu/cpu_tunable_gemm.h"
 #include "runtime/backend.h"
 
 namespace tessera {
@@ -43,10 +45,14 @@ class CpuBackend final : public Backend {
               const Tensor& tokens) override;
   absl::Status synchronize() override { return absl::OkStatus(); }
 
+  TunableGemm* tunable_gemm() override { return &tunable_gemm_; }
+
  private:
   std::string name_;
   const StepBatch* batch_ = nullptr;  // the current step, owned by the caller
   SamplingScratch sampling_scratch_;
+  CpuTunableGemm tunable_gemm_;       // the tuner's; its operands are its own
+  CpuGemmSelector gemm_selector_;     // linear()'s algorithm per shape
 };
 
 }  // namespace tessera

@@ -81,7 +81,7 @@ AdminHttpServer::~AdminHttpServer() {
 }
 
 absl::Status AdminHttpServer::add_route(std::string_view method, std::string_view path,
-                                        HttpHandler handler) {
+                                        HttpHandler handler, bool token_required) {
   if (started_) return absl::FailedPreconditionError("admin HTTP: routes are added before start()");
   if (!is_token(method)) {
     return absl::InvalidArgumentError(
@@ -97,7 +97,7 @@ absl::Status AdminHttpServer::add_route(std::string_view method, std::string_vie
                                                    std::string(path), " is already routed"));
   }
   const bool read_only = method == "GET" || method == "HEAD";
-  methods[std::string(method)] = Route{std::move(handler), !read_only};
+  methods[std::string(method)] = Route{std::move(handler), token_required || !read_only};
   return absl::OkStatus();
 }
 

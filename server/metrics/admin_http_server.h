@@ -1,5 +1,5 @@
 // The admin HTTP/1.1 listener: a separate port (loopback by default) for /metrics, /healthz,
-// /readyz and, later, the tuning endpoints. One thread runs a poll() loop over non-blocking
+// /readyz and the tuning endpoints (server/tuning_routes.h). One thread runs a poll() loop over non-blocking
 // sockets, so idle keep-alive connections (Prometheus keeps one open) cost no thread. Handlers
 // run on that thread and must return quickly: work that takes long (tuning) is started
 // elsewhere and answered at once (202).
@@ -51,9 +51,12 @@ class AdminHttpServer {
   AdminHttpServer& operator=(const AdminHttpServer&) = delete;
 
   // Adds a route before start(). `method` is an HTTP method ("GET", "POST"); a GET route also
-  // answers HEAD. Errors: INVALID_ARGUMENT (method not a token, path not starting with '/' or
-  // holding '?', route already there), FAILED_PRECONDITION (after start()).
-  absl::Status add_route(std::string_view method, std::string_view path, HttpHandler handler);
+  // answers HEAD. A GET route needs the bearer token too when `token_required` (routes of other
+  // methods always do, when one is configured). Errors: INVALID_ARGUMENT (method not a token,
+  // path not starting with '/' or holding '?', route already there), FAILED_PRECONDITION (after
+  // start()).
+  absl::Status add_route(std::string_view method, std::string_view path, HttpHandler handler,
+                         bool token_required = false);
 
   // Binds options.listen and starts the listener thread. Errors name the address: an invalid
   // one (INVALID_ARGUMENT), one that cannot be bound (UNAVAILABLE), or a second start()

@@ -19,9 +19,9 @@ absl::Status add_admin_routes(AdminHttpServer& server, const ReadinessState& rea
   TESSERA_RETURN_IF_ERROR(server.add_route(
       "GET", "/healthz", [](const HttpRequest&) { return HttpResponse::text(200, "ok"); }));
   TESSERA_RETURN_IF_ERROR(server.add_route("GET", "/readyz", [&readiness](const HttpRequest&) {
-    const std::string_view reason = readiness.not_ready_reason();
+    std::string reason = readiness.not_ready_reason();
     if (reason.empty()) return HttpResponse::text(200, "ready");
-    return HttpResponse::text(503, std::string(reason));
+    return HttpResponse::text(503, std::move(reason));
   }));
   return absl::OkStatus();
 }

@@ -1,11 +1,18 @@
 #include "server/metrics/readiness_state.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace tessera::server {
 
-std::string_view ReadinessState::not_ready_reason() const {
+std::string ReadinessState::not_ready_reason() const {
   if (draining()) return "draining";
   if (!model_loaded()) return "model loading";
-  if (!warmup_done()) return "warmup in progress";
+  if (!warmup_done()) {
+    const int64_t total = warmup_total_.load(std::memory_order_relaxed);
+    if (total <= 0) return "warmup in progress";
+    return absl::StrCat("warming up: ", warmup_count_.load(std::memory_order_relaxed), "/", total,
+                        " GEMMs");
+  }
   return {};
 }
 

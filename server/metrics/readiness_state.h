@@ -4,7 +4,8 @@
 #pragma once
 
 #include <atomic>
-#include <string_view>
+#include <cstdint>
+#include <string>
 
 namespace tessera::server {
 
@@ -14,6 +15,11 @@ class ReadinessState {
   // Warmup (GEMM tuning for the configured shapes). A daemon with nothing to warm up sets it
   // together with the model.
   void set_warmup_done(bool done) { warmup_done_.store(done, std::memory_order_release); }
+  // GEMMs warmed up so far, for the not-ready reason.
+  void set_warmup_progress(int64_t done, int64_t total) {
+    warmup_total_.store(total, std::memory_order_relaxed);
+    warmup_count_.store(done, std::memory_order_relaxed);
+  }
   // Draining is final for the process: readiness never comes back once it starts.
   void set_draining() { draining_.store(true, std::memory_order_release); }
 
@@ -23,13 +29,15 @@ class ReadinessState {
 
   bool ready() const { return not_ready_reason().empty(); }
   // Empty when ready; otherwise why not, the first that applies: "draining", "model loading",
-  // "warmup in progress".
-  std::string_view not_ready_reason() const;
+  // "warming up: 3/40 GEMMs" (or "warmup in progress" before any progress was set).
+  std::string not_ready_reason() const;
 
  private:
   std::atomic<bool> model_loaded_{false};
   std::atomic<bool> warmup_done_{false};
   std::atomic<bool> draining_{false};
+  std::atomic<int64_t> warmup_count_{0};
+  std::atomic<int64_t> warmup_total_{0};
 };
 
 }  // namespace tessera::server

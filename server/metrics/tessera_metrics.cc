@@ -143,7 +143,33 @@ TesseraMetrics::TesseraMetrics()
       build_info_(BuildGauge()
                       .Name("tessera_build_info")
                       .Help("The tesserad build (value 1).")
-                      .Register(registry_)) {
+                      .Register(registry_)),
+      gemm_tuned_shapes_(BuildCounter()
+                             .Name("tessera_gemm_tuned_shapes_total")
+                             .Help("GEMM shapes tuned (on first use or by a warmup).")
+                             .Register(registry_)
+                             .Add({})),
+      gemm_tuning_seconds_(BuildCounter()
+                               .Name("tessera_gemm_tuning_seconds_total")
+                               .Help("Time spent tuning GEMMs.")
+                               .Register(registry_)
+                               .Add({})),
+      gemm_hits_(BuildCounter()
+                     .Name("tessera_gemm_tuned_hits_total")
+                     .Help("GEMM solution lookups that found a tuned solution (backends cache "
+                           "answers, so these count distinct lookups, not GEMM calls).")
+                     .Register(registry_)
+                     .Add({})),
+      gemm_misses_(BuildCounter()
+                       .Name("tessera_gemm_tuned_misses_total")
+                       .Help("GEMM solution lookups that found no tuned solution.")
+                       .Register(registry_)
+                       .Add({})),
+      gemm_gain_(BuildGauge()
+                     .Name("tessera_gemm_tuning_gain_ratio")
+                     .Help("Default solution's time over the tuned one's, per GEMM tuned in this "
+                           "process.")
+                     .Register(registry_)) {
   build_info_
       .Add({{"version", TESSERA_VERSION},
             {"gpu_backend", TESSERA_GPU_BACKEND},
@@ -249,7 +275,41 @@ void TesseraMetrics::set_placement(const PlacementPlan& plan) {
   }
 }
 
+void TesseraMetrics::set_gemm_tuning(const ModelTuning* tuning) {
+  std::lock_guard<std::mutex> lock(scrape_mu_);
+  collect_tuning_locked();  // count the old model's last tuning
+  tuning_ = tuning;
+  tuning_seen_ = GemmTuningCounters{};
+}
+
+void TesseraMetrics::collect_tuning_locked() {
+  if (tuning_ == nullptr) return;
+  const GemmTuningStats stats = tuning_->stats();
+  const auto follow = [](metrics::Counter& counter, double now, double& seen) {
+    if (now > seen) counter.Increment(now - seen);
+    seen = now;
+  };
+  double shapes = static_cast<double>(tuning_seen_.shapes_tuned);
+  double hits = static_cast<double>(tuning_seen_.hits);
+  double misses = static_cast<double>(tuning_seen_.misses);
+  follow(gemm_tuned_shapes_, static_cast<double>(stats.totals.shapes_tuned), shapes);
+  follow(gemm_hits_, static_cast<double>(stats.totals.hits), hits);
+  follow(gemm_misses_, static_cast<double>(stats.totals.misses), misses);
+  follow(gemm_tuning_seconds_, stats.totals.tuning_seconds, tuning_seen_.tuning_seconds);
+  tuning_seen_.shapes_tuned = stats.totals.shapes_tuned;
+  tuning_seen_.hits = stats.totals.hits;
+  tuning_seen_.misses = stats.totals.misses;
+  for (const GemmGain& g : stats.gains) {
+    gemm_gain_
+        .Add({{"device", std::to_string(g.device)},
+              {"op", g.signature.op_name()},
+              {"shape", g.signature.params()}})
+        .Set(g.gain);
+  }
+}
+
 void TesseraMetrics::collect_locked() {
+  collect_tuning_locked();
   if (stats_ == nullptr) return;
   running_.Set(static_cast<double>(stats_->running.load(std::memory_order_relaxed)));
   waiting_.Set(static_cast<double>(stats_->waiting.load(std::memory_order_relaxed)));

@@ -6,7 +6,8 @@
 //    resolved ahead of time (on_finish resolves a {code, finish_reason} child once per pair);
 //  - scrape time: collect() copies EngineStats (running, waiting, KV blocks, token totals) into
 //    gauges and counters, and the process metrics are read from /proc;
-//  - setters the daemon and the GPU backend call (model info, GPU memory per device).
+//  - setters the daemon and the GPU backend call (model info, GPU memory per device);
+//  - GEMM tuning: scrape-time copies of the model's tuning counters and per-shape gains.
 #pragma once
 
 #include <array>
@@ -20,6 +21,7 @@
 #include "runtime/engine.h"
 #include "runtime/engine_observer.h"
 #include "runtime/placement/placement_planner.h"
+#include "runtime/tuning/model_tuning.h"
 #include "server/metrics/process_collector.h"
 #include "server/metrics/registry.h"
 
@@ -66,6 +68,10 @@ class TesseraMetrics final : public EngineObserver {
   // weight bytes and KV capacity in tokens. Called once, when the model is loaded.
   void set_placement(const PlacementPlan& plan);
 
+  // The model tuning whose counters and gains collect() reads (not owned; null detaches, after
+  // which it may be destroyed). Counters go on from where they were when it changes.
+  void set_gemm_tuning(const ModelTuning* tuning);
+
   // Refreshes the scrape-time values from the engine's stats.
   void collect();
   // collect(), then every family (registry and process metrics) in the text format 0.0.4.
@@ -77,8 +83,9 @@ class TesseraMetrics final : public EngineObserver {
   static constexpr int kNumCodes = 17;   // absl::StatusCode 0..16
   static constexpr int kNumReasons = 6;  // FinishReason kNone..kError
   metrics::Counter& request_counter(absl::StatusCode code, FinishReason reason);
-  // Copies stats_ into the scrape-time metrics (scrape_mu_ held).
+  // Copies stats_ and the tuning counters into the scrape-time metrics (scrape_mu_ held).
   void collect_locked();
+  void collect_tuning_locked();
 
   metrics::Registry registry_;
   metrics::ProcessCollector process_;
@@ -116,8 +123,12 @@ class TesseraMetrics final : public EngineObserver {
   metrics::Family<metrics::Gauge>& model_info_;
   metrics::Family<metrics::Gauge>& build_info_;
 
-  // GEMM tuning: the tuning issue adds its families here (tuned GEMMs, tuning time, results
-  // file hits and misses), registered in the constructor beside the others.
+  // GEMM tuning, copied from tuning_ at scrape time.
+  metrics::Counter& gemm_tuned_shapes_;
+  metrics::Counter& gemm_tuning_seconds_;
+  metrics::Counter& gemm_hits_;
+  metrics::Counter& gemm_misses_;
+  metrics::Family<metrics::Gauge>& gemm_gain_;  // {device, op, shape}
 
   // Scrape-time state, guarded by scrape_mu_.
   std::mutex scrape_mu_;
@@ -129,6 +140,8 @@ class TesseraMetrics final : public EngineObserver {
   int64_t prompt_tokens_seen_ = 0;      // stats_->prompt_tokens_total already counted
   int64_t generation_tokens_seen_ = 0;  // stats_->generation_tokens_total already counted
   metrics::Gauge* model_info_child_ = nullptr;
+  const ModelTuning* tuning_ = nullptr;
+  GemmTuningCounters tuning_seen_;  // tuning_'s totals already counted
 };
 
 }  // namespace tessera::server

@@ -385,6 +385,8 @@ TEST(ReadinessStateTest, ReasonsInOrder) {
   EXPECT_TRUE(r.ready());
   r.set_warmup_done(false);
   EXPECT_EQ(r.not_ready_reason(), "warmup in progress");
+  r.set_warmup_progress(3, 14);
+  EXPECT_EQ(r.not_ready_reason(), "warming up: 3/14 GEMMs");
   r.set_draining();
   EXPECT_EQ(r.not_ready_reason(), "draining");
   EXPECT_FALSE(r.ready());

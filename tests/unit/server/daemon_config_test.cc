@@ -1,5 +1,7 @@
 #include "server/daemon_config.h"
 
+#include "server/served_model.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -157,6 +159,32 @@ TEST(DaemonConfig, PrintedConfigReadsBackTheSame) {
   DaemonConfig back;
   ASSERT_TRUE(apply_config_yaml(back, config_to_yaml(c), "printed").ok());
   EXPECT_EQ(config_to_yaml(back), config_to_yaml(c));
+}
+
+TEST(DaemonConfig, TuningKeysBecomeTheTuningConfig) {
+  absl::StatusOr<CommandLine> cl =
+      parse({"--tuning-mode", "warmup", "--tuning-file", "/tmp/t.csv", "--tuning-max-duration-ms",
+             "5", "--tuning-max-iterations", "0", "--tuning-rotating-buffer-mb", "0",
+             "--tuning-decode-buckets", "1,8,64", "--tuning-prefill-pad", "16"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  const TuningConfig t = tuning_config(cl->config);
+  EXPECT_EQ(t.mode, TuningMode::kWarmup);
+  EXPECT_EQ(t.filename, "/tmp/t.csv");
+  EXPECT_EQ(t.max_tuning_duration_ms, 5);
+  EXPECT_EQ(t.max_tuning_iterations, 0);
+  EXPECT_EQ(t.rotating_buffer_size_mb, 0);
+  EXPECT_EQ(t.buckets.decode, (std::vector<int64_t>{1, 8, 64}));
+  EXPECT_EQ(t.buckets.prefill_pad, 16);
+  EXPECT_TRUE(t.validate().ok());
+
+  absl::StatusOr<CommandLine> bad = parse({"--tuning-decode-buckets", "8,1"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(message(bad.status()).find("tuning_decode_buckets"), std::string::npos) << bad.status();
+  absl::StatusOr<CommandLine> never_stops =
+      parse({"--tuning-max-duration-ms", "0", "--tuning-max-iterations", "0"});
+  ASSERT_FALSE(never_stops.ok());
+  EXPECT_NE(message(never_stops.status()).find("tuning_max_iterations"), std::string::npos);
+  EXPECT_FALSE(parse({"--tuning-mode", "always"}).ok());
 }
 
 // config/tessera.yaml documents every key with its default; the examples are valid.

@@ -1,0 +1,179 @@
+#include "runtime/tuning/warmup_job.h"
+
+#include <utility>
+
+#include "runtime/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera {
+
+const char* warmup_state_name(WarmupState state) {
+  switch (state) {
+    case WarmupState::kRunning:
+      return "running";
+    case WarmupState::kDone:
+      return "done";
+    case WarmupState::kCancelled:
+      return "cancelled";
+    case WarmupState::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+WarmupJob::WarmupJob(std::vector<WarmupGemm> plan, WarmupOptions options, OnUpdate on_update,
+                     size_t devices)
+    : plan_(std::move(plan)),
+      options_(options),
+      on_update_(std::move(on_update)),
+      started_(std::chrono::steady_clock::now()),
+      devices_running_(devices) {
+  snap_.total = plan_.size() * devices;
+}
+
+std::shared_ptr<WarmupJob> WarmupJob::start(std::vector<TuningContext*> contexts,
+                                            std::vector<WarmupGemm> plan, WarmupOptions options,
+                                            OnUpdate on_update) {
+  std::shared_ptr<WarmupJob> job(
+      new WarmupJob(std::move(plan), options, std::move(on_update), contexts.size()));
+  spdlog::info("warmup: tuning {} GEMMs on {} device(s){}{}", job->plan_.size(), contexts.size(),
+               options.force ? ", re-tuning those already tuned" : "",
+               options.time_budget_seconds > 0
+                   ? str_cat(", within ", options.time_budget_seconds, " s")
+                   : std::string());
+  if (contexts.empty()) {
+    job->devices_running_ = 1;
+    job->device_finished();
+  }
+  for (TuningContext* ctx : contexts) {
+    job->threads_.emplace_back([j = job.get(), ctx] { j->run_device(ctx); });
+  }
+  return job;
+}
+
+WarmupJob::~WarmupJob() {
+  cancel();
+  for (std::thread& t : threads_) t.join();
+}
+
+void WarmupJob::run_device(TuningContext* context) {
+  for (const WarmupGemm& g : plan_) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    const bool cancelled = cancelled_.load(std::memory_order_acquire);
+    const bool over_budget =
+        options_.time_budget_seconds > 0 && elapsed >= options_.time_budget_seconds;
+    GemmTuneReport report;
+    if (cancelled || over_budget) {
+      report.device = context->ordinal();
+      report.signature = g.signature;
+      report.outcome = GemmTuneOutcome::kSkipped;
+      report.message = cancelled ? "warmup cancelled"
+                                 : str_cat("time budget of ", options_.time_budget_seconds,
+                                           " s spent");
+      if (over_budget && !cancelled) {
+        std::lock_guard<std::mutex> lock(mu_);
+        budget_spent_ = true;
+      }
+    } else {
+      report = context->tune(g.signature, options_.force);
+    }
+    report.used_by = g.used_by;
+    if (report.outcome == GemmTuneOutcome::kFailed) {
+      spdlog::warn("warmup: device {}: {} ({}): {}", report.device, g.signature.key(), g.used_by,
+                   report.message);
+    }
+    record(std::move(report));
+  }
+  device_finished();
+}
+
+void WarmupJob::record(GemmTuneReport report) {
+  WarmupState state;
+  size_t done;
+  size_t total;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snap_.reports.push_back(std::move(report));
+    ++snap_.done;
+    ++snap_.sequence;
+    state = snap_.state;
+    done = snap_.done;
+    total = snap_.total;
+  }
+  changed_.notify_all();
+  if (on_update_) on_update_(state, done, total);
+}
+
+void WarmupJob::device_finished() {
+  WarmupState state;
+  size_t done;
+  size_t total;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--devices_running_ > 0) return;
+    size_t counts[4] = {0, 0, 0, 0};  // by GemmTuneOutcome
+    for (const GemmTuneReport& r : snap_.reports) ++counts[static_cast<int>(r.outcome)];
+    const size_t tuned = counts[static_cast<int>(GemmTuneOutcome::kTuned)];
+    const size_t cached = counts[static_cast<int>(GemmTuneOutcome::kCached)];
+    const size_t failed = counts[static_cast<int>(GemmTuneOutcome::kFailed)];
+    const size_t skipped = counts[static_cast<int>(GemmTuneOutcome::kSkipped)];
+    if (cancelled_.load(std::memory_order_acquire)) {
+      snap_.state = WarmupState::kCancelled;
+    } else if (snap_.total > 0 && failed == snap_.total) {
+      snap_.state = WarmupState::kFailed;
+    } else {
+      snap_.state = WarmupState::kDone;
+    }
+    snap_.message = str_cat(tuned, " tuned, ", cached, " already tuned, ", failed, " failed, ",
+                            skipped, " skipped",
+                            budget_spent_ ? str_cat(" (time budget of ",
+                                                    options_.time_budget_seconds, " s spent)")
+                                          : std::string());
+    ++snap_.sequence;
+    snap_.elapsed_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    state = snap_.state;
+    done = snap_.done;
+    total = snap_.total;
+    spdlog::info("warmup {}: {} in {:.1f} s", warmup_state_name(state), snap_.message,
+                 snap_.elapsed_seconds);
+  }
+  changed_.notify_all();
+  if (on_update_) on_update_(state, done, total);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = true;
+  }
+  changed_.notify_all();
+}
+
+WarmupSnapshot WarmupJob::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  WarmupSnapshot s = snap_;
+  if (s.state == WarmupState::kRunning) {  // an ended job keeps the time it took
+    s.elapsed_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  }
+  return s;
+}
+
+WarmupSnapshot WarmupJob::wait_for_update(uint64_t seen, std::chrono::milliseconds timeout) const {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait_for(lock, timeout, [&] {
+      return snap_.sequence > seen || snap_.state != WarmupState::kRunning;
+    });
+  }
+  return snapshot();
+}
+
+WarmupSnapshot WarmupJob::wait() const {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [&] { return ended_; });
+  }
+  return snapshot();
+}
+
+}  // namespace tessera

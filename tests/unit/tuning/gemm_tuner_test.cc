@@ -1,0 +1,120 @@
+// The selection loop over a scripted device: a wrong candidate is rejected, a slow one pruned,
+// the fastest kept, and the rotation sized from the config.
+#include "runtime/tuning/gemm_tuner.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/tuning/fake_tunable_gemm.h"
+
+namespace tessera {
+namespace {
+
+using testing::FakeCandidate;
+using testing::FakeTunableGemm;
+
+GemmSignature sig() { return GemmSignature::for_linear(4, 8, 16, GemmDType::kF32, GemmDType::kF32); }
+
+const CandidateReport& report(const TuneOutcome& o, const std::string& name) {
+  for (const CandidateReport& r : o.candidates) {
+    if (r.solution == name) return r;
+  }
+  ADD_FAILURE() << "no report for " << name;
+  return o.candidates.front();
+}
+
+TEST(GemmTuner, RejectsWrongPrunesSlowKeepsFastest) {
+  FakeTunableGemm gemm({{"Default", 1.0},
+                        {"wrong", 0.1, /*offset=*/0.5f},
+                        {"slow", 5.0},
+                        {"broken", 0.1, 0.0f, /*fails=*/true},
+                        {"fast", 0.5}});
+  TuningConfig config;
+  config.rotating_buffer_size_mb = 0;
+  absl::StatusOr<TuneOutcome> o = tune_gemm(gemm, sig(), config);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->best, "fast");
+  EXPECT_DOUBLE_EQ(o->best_ms, 0.5);
+  EXPECT_DOUBLE_EQ(o->default_ms, 1.0);
+  EXPECT_DOUBLE_EQ(o->gain(), 2.0);
+  EXPECT_EQ(report(*o, "wrong").verdict, CandidateVerdict::kRejected);
+  EXPECT_NEAR(report(*o, "wrong").max_error, 0.5, 1e-6);
+  EXPECT_EQ(report(*o, "slow").verdict, CandidateVerdict::kPruned);
+  EXPECT_EQ(report(*o, "broken").verdict, CandidateVerdict::kFailed);
+  EXPECT_EQ(report(*o, "fast").verdict, CandidateVerdict::kTimed);
+  // The rejected candidate is never timed; the pruned one only roughly.
+  EXPECT_EQ(gemm.timed.count("wrong"), 0u);
+  EXPECT_EQ(gemm.timed["slow"], (std::vector<int64_t>{kRoughIterations}));
+  // Full timing: 30 ms cap / 0.5 ms = 60 calls, under the 100-call cap.
+  EXPECT_EQ(gemm.timed["fast"].back(), 60);
+  EXPECT_EQ(gemm.prepares, 1);
+  EXPECT_EQ(gemm.releases, 1);
+}
+
+TEST(GemmTuner, KeepsDefaultWhenNothingIsFaster) {
+  FakeTunableGemm gemm({{"Default", 1.0}, {"same", 1.0}, {"slower", 1.5}});
+  absl::StatusOr<TuneOutcome> o = tune_gemm(gemm, sig(), TuningConfig{});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->best, kDefaultSolution);
+  EXPECT_DOUBLE_EQ(o->gain(), 1.0);
+}
+
+TEST(GemmTuner, WithoutNumericalCheckAWrongCandidateCanWin) {
+  FakeTunableGemm gemm({{"Default", 1.0}, {"wrong", 0.1, 0.5f}});
+  TuningConfig config;
+  config.numerical_check = false;
+  absl::StatusOr<TuneOutcome> o = tune_gemm(gemm, sig(), config);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->best, "wrong");
+}
+
+TEST(GemmTuner, ToleranceFollowsTheDtype) {
+  FakeTunableGemm gemm({{"Default", 1.0}, {"close", 0.5, 1e-3f}});
+  const GemmSignature bf16 =
+      GemmSignature::for_linear(4, 8, 16, GemmDType::kBF16, GemmDType::kBF16);
+  absl::StatusOr<TuneOutcome> loose = tune_gemm(gemm, bf16, TuningConfig{});
+  ASSERT_TRUE(loose.ok());
+  EXPECT_EQ(loose->best, "close");  // 1e-3 is inside bf16's 1e-2
+  absl::StatusOr<TuneOutcome> strict = tune_gemm(gemm, sig(), TuningConfig{});
+  ASSERT_TRUE(strict.ok());
+  EXPECT_EQ(strict->best, kDefaultSolution);  // but outside fp32's 1e-5
+}
+
+TEST(GemmTuner, ErrorsWhenTheDefaultIsNotFirstOrFails) {
+  FakeTunableGemm no_default({{"fast", 0.5}, {"Default", 1.0}});
+  absl::StatusOr<TuneOutcome> o = tune_gemm(no_default, sig(), TuningConfig{});
+  EXPECT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find(sig().key()), absl::string_view::npos) << o.status();
+  FakeTunableGemm failing({{"Default", 1.0, 0.0f, true}});
+  EXPECT_FALSE(tune_gemm(failing, sig(), TuningConfig{}).ok());
+  EXPECT_EQ(failing.releases, 1);
+}
+
+TEST(GemmTuner, RotationCopies) {
+  TuningConfig config;
+  config.rotating_buffer_size_mb = -1;  // the cache
+  EXPECT_EQ(rotating_copies(config, 1 << 20, 10 << 20), 10);
+  EXPECT_EQ(rotating_copies(config, 3 << 20, 10 << 20), 4);  // rounded up
+  EXPECT_EQ(rotating_copies(config, 64 << 20, 10 << 20), 1);
+  config.rotating_buffer_size_mb = 0;
+  EXPECT_EQ(rotating_copies(config, 1 << 20, 10 << 20), 1);
+  config.rotating_buffer_size_mb = 3;
+  EXPECT_EQ(rotating_copies(config, 1 << 20, 10 << 20), 3);
+
+  FakeTunableGemm gemm({{"Default", 1.0}});
+  gemm.operand_bytes_ = 1 << 20;
+  gemm.cache_bytes_ = 5 << 20;
+  TuningConfig auto_config;
+  ASSERT_TRUE(tune_gemm(gemm, sig(), auto_config).ok());
+  EXPECT_EQ(gemm.copies_prepared, 5);
+}
+
+TEST(GemmTuner, IterationCapBoundsTheTiming) {
+  FakeTunableGemm gemm({{"Default", 0.001}});
+  TuningConfig config;
+  config.max_tuning_iterations = 7;
+  ASSERT_TRUE(tune_gemm(gemm, sig(), config).ok());
+  EXPECT_EQ(gemm.timed["Default"].back(), 7);
+}
+
+}  // namespace
+}  // namespace tessera
