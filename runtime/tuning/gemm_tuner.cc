@@ -81,26 +81,59 @@ absl::StatusOr<TuneOutcome> tune_gemm(TunableGemm& gemm, const GemmSignature& si
   const int64_t rough_iterations =
       config.max_tuning_iterations > 0 ? std::min(kRoughIterations, config.max_tuning_iterations)
                                        : kRoughIterations;
-  double best_ms = std::numeric_limits<double>::infinity();
-  for (const std::string& name : *candidates) {
-    CandidateReport report;
-    report.solution = name;
-    const bool is_default = name == kDefaultSolution;
-    auto fail = [&](const absl::Status& s) -> absl::Status {
-      if (is_default) return with_sig(sig, s);
-      report.verdict = CandidateVerdict::kFailed;
-      report.reason = std::string(s.message());
-      spdlog::info("tuning {}: candidate {} failed: {}", sig.key(), name, report.reason);
-      return absl::OkStatus();
-    };
+  const size_t n = candidates->size();
+  outcome.candidates.resize(n);
+  auto fail = [&](size_t i, const absl::Status& s) -> absl::Status {
+    if (i == 0) return with_sig(sig, s);  // the default must run
+    CandidateReport& report = outcome.candidates[i];
+    report.verdict = CandidateVerdict::kFailed;
+    report.reason = std::string(s.message());
+    spdlog::info("tuning {}: candidate {} failed: {}", sig.key(), report.solution, report.reason);
+    return absl::OkStatus();
+  };
 
-    if (!is_default && config.numerical_check) {
+  // Rough timing of every candidate: cheap, and it orders the rest.
+  std::vector<double> rough(n, std::numeric_limits<double>::infinity());
+  for (size_t i = 0; i < n; ++i) {
+    outcome.candidates[i].solution = (*candidates)[i];
+    absl::StatusOr<double> ms = gemm.time_ms((*candidates)[i], rough_iterations);
+    if (ms.ok()) {
+      rough[i] = *ms;
+    } else if (absl::Status s = fail(i, ms.status()); !s.ok()) {
+      return s;
+    }
+  }
+
+  // The default's full timing is the bar; then the others, fastest rough timing first.
+  absl::StatusOr<double> default_ms = gemm.time_ms(kDefaultSolution, timed_iterations(config, rough[0]));
+  if (!default_ms.ok()) return with_sig(sig, default_ms.status());
+  outcome.default_ms = outcome.best_ms = outcome.candidates[0].ms = *default_ms;
+  outcome.best = kDefaultSolution;
+  std::vector<size_t> order;
+  for (size_t i = 1; i < n; ++i) {
+    if (outcome.candidates[i].verdict != CandidateVerdict::kFailed) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rough[a] < rough[b]; });
+  int timed = 0;
+  for (size_t i : order) {
+    CandidateReport& report = outcome.candidates[i];
+    const std::string& name = report.solution;
+    if (rough[i] > kPruneFactor * outcome.best_ms || timed >= kMaxFullTimings) {
+      report.verdict = CandidateVerdict::kPruned;
+      report.ms = rough[i];
+      report.reason = rough[i] > kPruneFactor * outcome.best_ms
+                          ? str_cat("rough ", rough[i], " ms is more than ", kPruneFactor,
+                                    "x the best ", outcome.best_ms, " ms")
+                          : str_cat("not among the ", kMaxFullTimings, " fastest rough timings");
+      if (config.verbose >= 2) spdlog::info("tuning {}: {} pruned: {}", sig.key(), name, report.reason);
+      continue;
+    }
+    if (config.numerical_check) {
       absl::Status ran = gemm.run(name, 0);
       absl::StatusOr<std::vector<float>> out =
           ran.ok() ? gemm.output(0) : absl::StatusOr<std::vector<float>>(ran);
       if (!out.ok()) {
-        if (absl::Status s = fail(out.status()); !s.ok()) return s;
-        outcome.candidates.push_back(std::move(report));
+        if (absl::Status s = fail(i, out.status()); !s.ok()) return s;
         continue;
       }
       const Comparison c = compare(*out, *reference, tol);
@@ -110,41 +143,21 @@ absl::StatusOr<TuneOutcome> tune_gemm(TunableGemm& gemm, const GemmSignature& si
         report.reason = str_cat("max |error| ", c.max_error, " exceeds atol ", tol.atol, " + rtol ",
                                 tol.rtol, " x |reference|");
         spdlog::warn("tuning {}: candidate {} rejected: {}", sig.key(), name, report.reason);
-        outcome.candidates.push_back(std::move(report));
         continue;
       }
     }
-
-    absl::StatusOr<double> rough = gemm.time_ms(name, rough_iterations);
-    if (!rough.ok()) {
-      if (absl::Status s = fail(rough.status()); !s.ok()) return s;
-      outcome.candidates.push_back(std::move(report));
-      continue;
-    }
-    if (!is_default && *rough > kPruneFactor * best_ms) {
-      report.verdict = CandidateVerdict::kPruned;
-      report.ms = *rough;
-      report.reason = str_cat("rough ", *rough, " ms is more than ", kPruneFactor, "x the best ",
-                              best_ms, " ms");
-      if (config.verbose >= 2) spdlog::info("tuning {}: {} pruned: {}", sig.key(), name, report.reason);
-      outcome.candidates.push_back(std::move(report));
-      continue;
-    }
-    absl::StatusOr<double> ms = gemm.time_ms(name, timed_iterations(config, *rough));
+    ++timed;
+    absl::StatusOr<double> ms = gemm.time_ms(name, timed_iterations(config, rough[i]));
     if (!ms.ok()) {
-      if (absl::Status s = fail(ms.status()); !s.ok()) return s;
-      outcome.candidates.push_back(std::move(report));
+      if (absl::Status s = fail(i, ms.status()); !s.ok()) return s;
       continue;
     }
     report.ms = *ms;
-    if (is_default) outcome.default_ms = *ms;
-    if (is_default || *ms < best_ms) {  // the default is listed first
-      best_ms = *ms;
+    if (*ms < outcome.best_ms) {
       outcome.best = name;
       outcome.best_ms = *ms;
     }
     if (config.verbose >= 3) spdlog::info("tuning {}: {} {:.4f} ms", sig.key(), name, *ms);
-    outcome.candidates.push_back(std::move(report));
   }
   if (config.verbose >= 1) {
     spdlog::info("tuned {}: {} {:.4f} ms (default {:.4f} ms, gain {:.2f}x; {} operand sets)",

@@ -1,15 +1,19 @@
 // Tunes one GEMM on one device: the selection loop over a TunableGemm's candidates.
 //
 //   1. The default algorithm runs once on operand set 0; its output is the reference.
-//   2. Each other candidate runs once on set 0 and is rejected when any element is outside the
-//      config's tolerance for the input dtype (|x - ref| <= atol + rtol * |ref|); the rejection
-//      is logged with the largest error. (Skipped when numerical_check is off.)
-//   3. A rough timing (kRoughIterations calls) estimates each candidate's cost; one more than
-//      2x the best full timing so far is skipped without a full timing.
-//   4. The full timing runs timed_iterations(config, rough ms) calls -- bounded by the config's
-//      duration and iteration caps -- rotating over operand sets so that the sets together
-//      exceed the device's last-level cache (see rotating_copies).
+//   2. A rough timing (kRoughIterations calls) estimates every candidate's cost.
+//   3. The default gets a full timing: timed_iterations(config, rough ms) calls -- bounded by
+//      the config's duration and iteration caps -- rotating over operand sets so that the sets
+//      together exceed the device's last-level cache (see rotating_copies).
+//   4. The others, fastest rough timing first: one more than kPruneFactor x the best full timing
+//      so far, or past the kMaxFullTimings fastest, is pruned. Each remaining candidate runs
+//      once on set 0 and is rejected when any element is outside the config's tolerance for the
+//      input dtype (|x - ref| <= atol + rtol * |ref|; logged with the largest error; skipped when
+//      numerical_check is off); a candidate that passes gets a full timing.
 //   5. The fastest candidate is kept; the default stays unless another is strictly faster.
+// Every candidate that can be kept has been checked; the order keeps the costly steps (output
+// copies, full timings) to the few candidates that can win, so that a GPU's hundreds of
+// candidates per GEMM tune in well under a second.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +31,8 @@ namespace tessera {
 inline constexpr int64_t kRoughIterations = 3;
 // A candidate whose rough time exceeds this many times the best full time so far is skipped.
 inline constexpr double kPruneFactor = 2.0;
+// Candidates (besides the default) that get a numerics check and a full timing, at most.
+inline constexpr int kMaxFullTimings = 8;
 
 enum class CandidateVerdict {
   kTimed,     // fully timed

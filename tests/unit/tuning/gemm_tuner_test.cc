@@ -41,13 +41,34 @@ TEST(GemmTuner, RejectsWrongPrunesSlowKeepsFastest) {
   EXPECT_EQ(report(*o, "slow").verdict, CandidateVerdict::kPruned);
   EXPECT_EQ(report(*o, "broken").verdict, CandidateVerdict::kFailed);
   EXPECT_EQ(report(*o, "fast").verdict, CandidateVerdict::kTimed);
-  // The rejected candidate is never timed; the pruned one only roughly.
-  EXPECT_EQ(gemm.timed.count("wrong"), 0u);
+  // The rejected and the pruned candidates get the rough timing only.
+  EXPECT_EQ(gemm.timed["wrong"], (std::vector<int64_t>{kRoughIterations}));
   EXPECT_EQ(gemm.timed["slow"], (std::vector<int64_t>{kRoughIterations}));
   // Full timing: 30 ms cap / 0.5 ms = 60 calls, under the 100-call cap.
   EXPECT_EQ(gemm.timed["fast"].back(), 60);
   EXPECT_EQ(gemm.prepares, 1);
   EXPECT_EQ(gemm.releases, 1);
+}
+
+TEST(GemmTuner, OnlyTheFastestRoughTimingsAreCheckedAndTimed) {
+  // Twelve candidates all faster than the default: the kMaxFullTimings fastest by rough timing
+  // are checked and timed, the rest pruned; the best of them wins.
+  std::vector<FakeCandidate> list = {{"Default", 1.0}};
+  for (int i = 0; i < 12; ++i) list.push_back({"c" + std::to_string(i), 0.9 - 0.02 * i});
+  FakeTunableGemm gemm(list);
+  absl::StatusOr<TuneOutcome> o = tune_gemm(gemm, sig(), TuningConfig{});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->best, "c11");
+  int timed = 0, pruned = 0;
+  for (const CandidateReport& r : o->candidates) {
+    if (r.solution == kDefaultSolution) continue;
+    timed += r.verdict == CandidateVerdict::kTimed;
+    pruned += r.verdict == CandidateVerdict::kPruned;
+  }
+  EXPECT_EQ(timed, kMaxFullTimings);
+  EXPECT_EQ(pruned, 12 - kMaxFullTimings);
+  EXPECT_EQ(report(*o, "c0").verdict, CandidateVerdict::kPruned);  // the slowest rough timing
+  EXPECT_NE(report(*o, "c0").reason.find("fastest"), std::string::npos);
 }
 
 TEST(GemmTuner, KeepsDefaultWhenNothingIsFaster) {

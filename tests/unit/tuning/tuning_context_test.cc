@@ -204,17 +204,23 @@ TEST_F(TuningContextTest, CancelledWarmupSkipsWhatIsLeft) {
   auto ctx = TuningContext::create(config(TuningMode::kWarmup), 0, &gemm);
   ASSERT_TRUE(ctx.ok());
   std::shared_ptr<WarmupJob> job;
-  std::atomic<bool> cancel_now{false};
+  // The worker reports the first GEMM, then waits until the test has cancelled: the second is
+  // then always skipped.
+  std::atomic<bool> first_done{false}, cancelled{false};
   job = WarmupJob::start({ctx->get()}, {{kSig, "a", 1, 1}, {kOther, "b", 2, 1}}, WarmupOptions{},
                          [&](WarmupState, size_t done, size_t) {
-                           if (done == 1) cancel_now = true;
+                           if (done != 1) return;
+                           first_done = true;
+                           while (!cancelled) std::this_thread::yield();
                          });
-  while (!cancel_now) std::this_thread::yield();
+  while (!first_done) std::this_thread::yield();
   job->cancel();
+  cancelled = true;
   const WarmupSnapshot s = job->wait();
-  // The second GEMM may have started before cancel(); the state says it was cancelled.
   EXPECT_EQ(s.state, WarmupState::kCancelled);
   EXPECT_EQ(s.done, 2u);
+  ASSERT_EQ(s.reports.size(), 2u);
+  EXPECT_EQ(s.reports[1].outcome, GemmTuneOutcome::kSkipped);
 }
 
 }  // namespace
