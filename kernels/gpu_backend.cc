@@ -46,7 +46,7 @@ absl::Status GpuBackend::init() {
   GPU_CHECK(gpuEventCreateWithFlags(&hop_done_, gpuEventDisableTiming));
   GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&scratch_), kScratchFloats * sizeof(float)));
   if (absl::Status s = gpu::Gemm::create(&gemm_); !s.ok()) return s;
-  auto tunable = gpu::GpuTunableGemm::create(gemm_.get(), stream_, device_);
+  auto tunable = gpu::GpuTunableGemm::create(device_);
   if (!tunable.ok()) return tunable.status();
   tunable_gemm_ = *std::move(tunable);
   return absl::OkStatus();

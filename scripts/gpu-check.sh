@@ -14,6 +14,9 @@
 #            too small for one GPU) gives the one-GPU logits and 64 greedy tokens; tesserad +
 #            `tessera bench serve` at concurrency 1 and 64 on 1 GPU vs 2 (sequential, balanced,
 #            balanced with 2 micro-batches)
+#   tuning   the 8B-shaped model served untuned, then with tuning_mode warmup (every GEMM of the
+#            default buckets tuned before readiness; the time it takes), `tessera bench serve`
+#            at concurrency 1 and 64 on each; GPU kernel tests first
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -147,6 +150,39 @@ PY
   done
 }
 
+run_tuning() {
+  local model=/tmp/llama8b
+  local start=$(date +%s)
+  "$bundle/bin/gpu_kernel_tests" --gtest_color=no > "$out/gpu_kernel_tests.log" 2>&1 || status=$?
+  echo "gpu_kernel_tests: exit $status in $(( $(date +%s) - start ))s"
+  grep -E '^\[ +(FAILED|SKIPPED) +\]|Failure' "$out/gpu_kernel_tests.log" | head -10
+  grep -E '^\[  PASSED' "$out/gpu_kernel_tests.log"
+  python3 tests/reference/random_llama.py "$model" || { status=1; return; }
+  for mode in off warmup; do
+    start=$(date +%s)
+    "$bundle/bin/tesserad" --model "$model" --backend gpu --listen 127.0.0.1:50051 --max-num-seqs 64 \
+      --tuning-mode $mode --tuning-file "$out/tunableop_results.csv" --log-format json \
+      > "$out/tesserad_tuning_$mode.log" 2>&1 &
+    local pid=$!
+    if wait_ready; then
+      echo "tuning $mode: ready $(( $(date +%s) - start ))s after start"
+      grep -o '"message":"[^"]*warm[^"]*"' "$out/tesserad_tuning_$mode.log" | tail -2
+      for c in 1 64; do
+        local n=$(( c == 1 ? 4 : 128 ))
+        "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency $c --num-requests $n \
+          --prompt-len 128 --output-len 256 --json "$out/serve_tuning_${mode}_c$c.json" \
+          > "$out/serve_tuning_${mode}_c$c.log" 2>&1 || status=1
+        echo "tuning $mode c=$c: $(grep -m1 "output throughput" "$out/serve_tuning_${mode}_c$c.log") $(grep -m1 "^ITL" "$out/serve_tuning_${mode}_c$c.log")"
+      done
+      curl -sf http://127.0.0.1:8002/metrics | grep -E "^tessera_gemm_(tuned_shapes|tuning_seconds|tuned_hits|tuned_misses)" 
+    else
+      echo "tesserad tuning $mode did not become ready"; tail -5 "$out/tesserad_tuning_$mode.log"; status=1
+    fi
+    kill -TERM $pid; wait $pid
+  done
+  [[ -f "$out/tunableop_results0.csv" ]] && { echo "results: $(grep -vc '^Validator' "$out/tunableop_results0.csv") GEMMs"; grep -v '^Validator' "$out/tunableop_results0.csv" | cut -d, -f3 | sed 's/_.*//' | sort | uniq -c; }
+}
+
 run_gemm() {
   local start=$(date +%s)
   "$bundle/bin/gpu_kernel_tests" --gtest_color=no > "$out/gpu_kernel_tests.log" 2>&1 || status=$?
@@ -175,6 +211,7 @@ run_gemm() {
 case "$stage" in
   kernels) run_kernels ;;
   multi) run_multi ;;
+  tuning) run_tuning ;;
   e2e) run_e2e ;;
   default) run_default ;;
   gemm) run_gemm ;;

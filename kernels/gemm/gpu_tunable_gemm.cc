@@ -21,10 +21,11 @@ size_t dtype_bytes(GemmDType t) { return t == GemmDType::kF32 ? 4 : 2; }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GpuTunableGemm>> GpuTunableGemm::create(Gemm* gemm,
-                                                                       gpuStream_t stream,
-                                                                       int device) {
-  std::unique_ptr<GpuTunableGemm> t(new GpuTunableGemm(gemm, stream));
+absl::StatusOr<std::unique_ptr<GpuTunableGemm>> GpuTunableGemm::create(int device) {
+  std::unique_ptr<GpuTunableGemm> t(new GpuTunableGemm(device));
+  TESSERA_RETURN_IF_ERROR(t->select_device());
+  TESSERA_RETURN_IF_ERROR(Gemm::create(&t->gemm_));
+  GPU_CHECK(gpuStreamCreateWithFlags(&t->stream_, gpuStreamNonBlocking));
   gpuDeviceProp prop{};
   GPU_CHECK(gpuGetDeviceProperties(&prop, device));
   t->l2_bytes_ = static_cast<size_t>(prop.l2CacheSize);
@@ -44,7 +45,7 @@ absl::StatusOr<std::unique_ptr<GpuTunableGemm>> GpuTunableGemm::create(Gemm* gem
   t->validators_.emplace_back(std::string(kValidatorTesseraVersion), TESSERA_VERSION);
 #endif
   t->validators_.push_back(std::move(runtime_validator));
-  t->validators_.emplace_back(std::string(kValidatorBlasLtVersion), gemm->library_version());
+  t->validators_.emplace_back(std::string(kValidatorBlasLtVersion), t->gemm_->library_version());
   t->validators_.emplace_back(std::string(kValidatorGpuArch), arch);
   t->validators_.emplace_back(std::string(kValidatorDeviceName), prop.name);
   GPU_CHECK(gpuEventCreate(&t->start_));
@@ -53,12 +54,21 @@ absl::StatusOr<std::unique_ptr<GpuTunableGemm>> GpuTunableGemm::create(Gemm* gem
 }
 
 GpuTunableGemm::~GpuTunableGemm() {
+  (void)select_device();
   release();
   if (start_ != nullptr) (void)gpuEventDestroy(start_);
   if (stop_ != nullptr) (void)gpuEventDestroy(stop_);
+  gemm_.reset();
+  if (stream_ != nullptr) (void)gpuStreamDestroy(stream_);
+}
+
+absl::Status GpuTunableGemm::select_device() const {
+  GPU_CHECK(gpuSetDevice(device_));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::string>> GpuTunableGemm::candidates(const GemmSignature& sig) {
+  TESSERA_RETURN_IF_ERROR(select_device());
   TESSERA_ASSIGN_OR_RETURN(const GemmShape shape, shape_of(sig));
   TESSERA_ASSIGN_OR_RETURN(const auto found, gemm_->candidates(shape));
   std::vector<std::string> names;
@@ -79,6 +89,7 @@ absl::Status GpuTunableGemm::prepare(const GemmSignature& sig, int copies) {
   }
   TESSERA_ASSIGN_OR_RETURN(const GemmShape shape, shape_of(sig));
   release();
+  TESSERA_RETURN_IF_ERROR(select_device());
   shape_ = shape;
   const size_t w_elems = static_cast<size_t>(shape.n) * shape.k;
   const size_t x_elems = static_cast<size_t>(shape.m) * shape.k;
@@ -121,6 +132,7 @@ absl::StatusOr<const Gemm::Solution*> GpuTunableGemm::solution(std::string_view 
 
 absl::Status GpuTunableGemm::run(std::string_view name, int copy) {
   TESSERA_RETURN_IF_ERROR(check_copy(copy));
+  TESSERA_RETURN_IF_ERROR(select_device());
   TESSERA_ASSIGN_OR_RETURN(const Gemm::Solution* s, solution(name));
   const Operands& o = copies_[copy];
   return gemm_->run(*s, shape_, o.x, o.w, o.out, stream_);
@@ -128,6 +140,7 @@ absl::Status GpuTunableGemm::run(std::string_view name, int copy) {
 
 absl::StatusOr<std::vector<float>> GpuTunableGemm::output(int copy) {
   TESSERA_RETURN_IF_ERROR(check_copy(copy));
+  TESSERA_RETURN_IF_ERROR(select_device());
   const Operands& o = copies_[copy];
   // Row-major out[m, n] has the memory layout of column-major C[n_sig = m, m_sig = n]: the
   // signature's C with ldc = out features, as the interface wants it.
@@ -152,6 +165,7 @@ absl::StatusOr<double> GpuTunableGemm::time_ms(std::string_view name, int64_t it
     return absl::InvalidArgumentError(
         str_cat("GEMM tuning: iterations is ", iterations, ", expected >= 1"));
   }
+  TESSERA_RETURN_IF_ERROR(select_device());
   TESSERA_ASSIGN_OR_RETURN(const Gemm::Solution* s, solution(name));
   GPU_CHECK(gpuEventRecord(start_, stream_));
   for (int64_t i = 0; i < iterations; ++i) {
@@ -166,7 +180,13 @@ absl::StatusOr<double> GpuTunableGemm::time_ms(std::string_view name, int64_t it
 }
 
 void GpuTunableGemm::release() {
-  if (!copies_.empty()) (void)gpuStreamSynchronize(stream_);
+  if (copies_.empty()) {
+    resolved_.clear();
+    prepared_ = false;
+    return;
+  }
+  (void)select_device();
+  (void)gpuStreamSynchronize(stream_);
   for (Operands& o : copies_) (void)gpuFree(o.base);
   copies_.clear();
   resolved_.clear();

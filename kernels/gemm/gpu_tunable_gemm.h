@@ -1,8 +1,9 @@
 // The GPU's side of GEMM tuning (runtime/tuning/tunable_gemm.h), over gpu::Gemm: the candidates of
 // a signature (Default, the library's, tessera's own small-M kernels), operand sets on the device
 // filled with seeded random values (A = w, B = x, C = out), the output copied back as fp32, and
-// timing with device events over the rotating operand sets. It runs on the backend's stream, from
-// the engine thread, like every other device call of the backend.
+// timing with device events over the rotating operand sets. Warmup calls it from threads of its own
+// while the engine serves (runtime/tuning/model_tuning.h), so it has its own library handle,
+// workspace and stream on its device, and selects that device at every entry.
 #pragma once
 
 #include <cstddef>
@@ -23,9 +24,8 @@ namespace tessera::gpu {
 
 class GpuTunableGemm final : public TunableGemm {
  public:
-  // `gemm` and `stream` are the backend's and outlive this object; `device` is the ordinal.
-  static absl::StatusOr<std::unique_ptr<GpuTunableGemm>> create(Gemm* gemm, gpuStream_t stream,
-                                                                int device);
+  // On GPU `device` (its ordinal).
+  static absl::StatusOr<std::unique_ptr<GpuTunableGemm>> create(int device);
   ~GpuTunableGemm() override;
 
   // TESSERA_VERSION, CUDA_VERSION (ROCM_VERSION), BLASLT_VERSION, GPU_ARCH ("sm_90" / the gfx
@@ -46,7 +46,9 @@ class GpuTunableGemm final : public TunableGemm {
   void release() override;
 
  private:
-  GpuTunableGemm(Gemm* gemm, gpuStream_t stream) : gemm_(gemm), stream_(stream) {}
+  explicit GpuTunableGemm(int device) : device_(device) {}
+  // Makes this object's GPU current on the calling thread.
+  absl::Status select_device() const;
   absl::StatusOr<const Gemm::Solution*> solution(std::string_view name);
   absl::Status check_copy(int copy) const;
 
@@ -58,8 +60,9 @@ class GpuTunableGemm final : public TunableGemm {
     void* out = nullptr;
   };
 
-  Gemm* gemm_;
-  gpuStream_t stream_;
+  int device_;
+  std::unique_ptr<Gemm> gemm_;
+  gpuStream_t stream_ = nullptr;
   gpuEvent_t start_ = nullptr, stop_ = nullptr;
   size_t l2_bytes_ = 0;
   std::vector<std::pair<std::string, std::string>> validators_;
