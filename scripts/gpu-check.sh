@@ -143,6 +143,11 @@ PY
           > "$out/serve_${name}_c$c.log" 2>&1 || status=1
         echo "$name c=$c: $(grep -m1 "output throughput" "$out/serve_${name}_c$c.log")"
       done
+      if [[ $name == bal* ]]; then  # prefill-heavy: where splitting a step can pay
+        "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency 64 --num-requests 128 \
+          --prompt-len 1024 --output-len 16 > "$out/serve_${name}_prefill.log" 2>&1 || status=1
+        echo "$name c=64 prompt 1024 / output 16: $(grep -m1 "total throughput" "$out/serve_${name}_prefill.log")"
+      fi
     else
       echo "tesserad $name did not become ready"; tail -5 "$out/tesserad_$name.log"; status=1
     fi

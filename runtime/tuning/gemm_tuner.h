@@ -27,12 +27,14 @@
 
 namespace tessera {
 
-// Calls of the rough timing that decides whether a candidate gets a full timing.
-inline constexpr int64_t kRoughIterations = 3;
+// Calls of the rough timing that decides whether a candidate gets a full timing: one ranks the
+// candidates well enough for the 2x prune and the top-kMaxFullTimings cut (the contenders are
+// timed fully), and keeps a warmup of hundreds of candidates per GEMM short.
+inline constexpr int64_t kRoughIterations = 1;
 // A candidate whose rough time exceeds this many times the best full time so far is skipped.
 inline constexpr double kPruneFactor = 2.0;
 // Candidates (besides the default) that get a numerics check and a full timing, at most.
-inline constexpr int kMaxFullTimings = 8;
+inline constexpr int kMaxFullTimings = 4;
 
 enum class CandidateVerdict {
   kTimed,     // fully timed
