@@ -27,11 +27,17 @@ void expect_f32(const Tensor& t) {
 }  // namespace
 
 CpuBackend::CpuBackend(int threads, int device)
-    : name_(device == 0 ? std::string("cpu") : absl::StrCat("cpu:", device)) {
-  if (threads > 0) {
-    omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
-  }
+    : name_(device == 0 ? std::string("cpu") : absl::StrCat("cpu:", device)),
+      threads_(threads > 0 ? threads : omp_get_max_threads()),
+      tunable_gemm_(threads_) {
+  // OpenBLAS's setting is process-wide; OpenMP's belongs to the calling thread (begin_step).
+  openblas_set_num_threads(threads_);
+  omp_set_num_threads(threads_);
+}
+
+void CpuBackend::begin_step(const StepBatch& batch) {
+  omp_set_num_threads(threads_);
+  batch_ = &batch;
 }
 
 absl::StatusOr<DeviceBuffer> CpuBackend::allocate(size_t bytes) {

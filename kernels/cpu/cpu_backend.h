@@ -29,7 +29,7 @@ class CpuBackend final : public Backend {
   void upload_f32(std::span<const float> src, const Tensor& dst) override;
   void copy_to(Backend& to, void* dst, const void* src, size_t bytes) override;
 
-  void begin_step(const StepBatch& batch) override { batch_ = &batch; }
+  void begin_step(const StepBatch& batch) override;
   void embedding(const Tensor& table, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
@@ -49,6 +49,7 @@ class CpuBackend final : public Backend {
 
  private:
   std::string name_;
+  int threads_;  // OpenMP threads; set on the calling thread at each step (a per-thread setting)
   const StepBatch* batch_ = nullptr;  // the current step, owned by the caller
   SamplingScratch sampling_scratch_;
   CpuTunableGemm tunable_gemm_;       // the tuner's; its operands are its own

@@ -59,7 +59,7 @@ std::vector<std::pair<std::string, std::string>> CpuTunableGemm::validators() co
   return {{std::string(kValidatorTesseraVersion), TESSERA_VERSION},
           {"CPU_MODEL", cpu_model()},
           {"OPENBLAS_CONFIG", trimmed(openblas_get_config())},
-          {"CPU_THREADS", std::to_string(omp_get_max_threads())}};
+          {"CPU_THREADS", std::to_string(threads_)}};
 }
 
 absl::StatusOr<std::vector<std::string>> CpuTunableGemm::candidates(const GemmSignature& sig) {
@@ -131,6 +131,7 @@ absl::Status CpuTunableGemm::check_copy(int copy) const {
 }
 
 absl::Status CpuTunableGemm::run(std::string_view solution, int copy) {
+  omp_set_num_threads(threads_);
   absl::StatusOr<cpu::GemmAlgo> algo = algo_of(solution);
   if (!algo.ok()) return algo.status();
   if (absl::Status s = check_copy(copy); !s.ok()) return s;
@@ -147,6 +148,7 @@ absl::StatusOr<std::vector<float>> CpuTunableGemm::output(int copy) {
 }
 
 absl::StatusOr<double> CpuTunableGemm::time_ms(std::string_view solution, int64_t iterations) {
+  omp_set_num_threads(threads_);
   absl::StatusOr<cpu::GemmAlgo> algo = algo_of(solution);
   if (!algo.ok()) return algo.status();
   if (sets_.empty()) return absl::FailedPreconditionError("cpu: time_ms before prepare");

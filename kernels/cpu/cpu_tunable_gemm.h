@@ -14,6 +14,10 @@ namespace tessera {
 
 class CpuTunableGemm final : public TunableGemm {
  public:
+  // `threads`: the OpenMP threads the backend computes with (OpenMP's setting is per calling
+  // thread, and warmup calls come from threads of their own, so each entry sets it).
+  explicit CpuTunableGemm(int threads) : threads_(threads) {}
+
   // TESSERA_VERSION, CPU_MODEL (/proc/cpuinfo), OPENBLAS_CONFIG (openblas_get_config) and
   // CPU_THREADS (OpenMP threads: which algorithm wins depends on it).
   std::vector<std::pair<std::string, std::string>> validators() const override;
@@ -36,6 +40,7 @@ class CpuTunableGemm final : public TunableGemm {
   };
   absl::Status check_copy(int copy) const;
 
+  const int threads_;
   int64_t tokens_ = 0;        // the signature's n
   int64_t out_features_ = 0;  // m
   int64_t in_features_ = 0;   // k

@@ -1,7 +1,8 @@
 // Tunes one GEMM on one device: the selection loop over a TunableGemm's candidates.
 //
 //   1. The default algorithm runs once on operand set 0; its output is the reference.
-//   2. A rough timing (kRoughIterations calls) estimates every candidate's cost.
+//   2. A rough timing (kRoughIterations calls, after one untimed call that loads its kernels)
+//      estimates every candidate's cost.
 //   3. The default gets a full timing: timed_iterations(config, rough ms) calls -- bounded by
 //      the config's duration and iteration caps -- rotating over operand sets so that the sets
 //      together exceed the device's last-level cache (see rotating_copies).

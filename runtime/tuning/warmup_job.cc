@@ -1,11 +1,18 @@
 #include "runtime/tuning/warmup_job.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "runtime/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {
+
+namespace {
+
+bool is_head_gemm(const WarmupGemm& g) { return g.used_by == "lm_head"; }
+
+}  // namespace
 
 const char* warmup_state_name(WarmupState state) {
   switch (state) {
@@ -28,7 +35,8 @@ WarmupJob::WarmupJob(std::vector<WarmupGemm> plan, WarmupOptions options, OnUpda
       on_update_(std::move(on_update)),
       started_(std::chrono::steady_clock::now()),
       devices_running_(devices) {
-  snap_.total = plan_.size() * devices;
+  const size_t head = static_cast<size_t>(std::count_if(plan_.begin(), plan_.end(), is_head_gemm));
+  snap_.total = devices == 0 ? 0 : (plan_.size() - head) * devices + head;
 }
 
 std::shared_ptr<WarmupJob> WarmupJob::start(std::vector<TuningContext*> contexts,
@@ -45,8 +53,9 @@ std::shared_ptr<WarmupJob> WarmupJob::start(std::vector<TuningContext*> contexts
     job->devices_running_ = 1;
     job->device_finished();
   }
-  for (TuningContext* ctx : contexts) {
-    job->threads_.emplace_back([j = job.get(), ctx] { j->run_device(ctx); });
+  for (size_t i = 0; i < contexts.size(); ++i) {
+    const bool head = i + 1 == contexts.size();
+    job->threads_.emplace_back([j = job.get(), ctx = contexts[i], head] { j->run_device(ctx, head); });
   }
   return job;
 }
@@ -56,8 +65,9 @@ WarmupJob::~WarmupJob() {
   for (std::thread& t : threads_) t.join();
 }
 
-void WarmupJob::run_device(TuningContext* context) {
+void WarmupJob::run_device(TuningContext* context, bool head) {
   for (const WarmupGemm& g : plan_) {
+    if (!head && is_head_gemm(g)) continue;
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     const bool cancelled = cancelled_.load(std::memory_order_acquire);

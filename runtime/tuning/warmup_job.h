@@ -1,5 +1,6 @@
-// One warmup: every GEMM of a warmup plan tuned on every device, each device in a thread of
-// its own (devices tune in parallel; a device's GEMMs one after another). Progress is read by
+// One warmup: every GEMM of a warmup plan tuned on every device that runs it -- the decoder
+// layers' GEMMs on every device, lm_head's only on the last (the pipeline stage that holds the
+// head) -- each device in a thread of its own (devices tune in parallel; a device's GEMMs one after another). Progress is read by
 // snapshot() (polling, the HTTP endpoint), waited for with wait_for_update() (the gRPC stream),
 // or pushed to one callback (readiness).
 //
@@ -47,7 +48,8 @@ class WarmupJob {
   // Called after every change, from a device thread, with the job's lock released.
   using OnUpdate = std::function<void(WarmupState state, size_t done, size_t total)>;
 
-  // Starts the device threads. `contexts` (not owned) must outlive the job.
+  // Starts the device threads. `contexts` (not owned, in pipeline order: the last runs lm_head)
+  // must outlive the job.
   static std::shared_ptr<WarmupJob> start(std::vector<TuningContext*> contexts,
                                           std::vector<WarmupGemm> plan, WarmupOptions options,
                                           OnUpdate on_update = {});
@@ -67,7 +69,8 @@ class WarmupJob {
  private:
   WarmupJob(std::vector<WarmupGemm> plan, WarmupOptions options, OnUpdate on_update,
             size_t devices);
-  void run_device(TuningContext* context);
+  // `head`: this device holds lm_head and tunes its GEMMs too.
+  void run_device(TuningContext* context, bool head);
   void record(GemmTuneReport report);
   void device_finished();
 

@@ -20,7 +20,7 @@ TEST(CpuTunableGemm, EveryCandidateMatchesTheDefaultOnRandomShapes) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int64_t> dim(1, 97);
   const TuningConfig config;
-  CpuTunableGemm gemm;
+  CpuTunableGemm gemm(2);
   for (int trial = 0; trial < 12; ++trial) {
     const int64_t tokens = trial < 3 ? 1 : dim(rng);
     const GemmSignature sig =
@@ -54,7 +54,7 @@ TEST(CpuTunableGemm, EveryCandidateMatchesTheDefaultOnRandomShapes) {
 }
 
 TEST(CpuTunableGemm, RefusesWhatItCannotRunNamingIt) {
-  CpuTunableGemm gemm;
+  CpuTunableGemm gemm(2);
   const GemmSignature bf16 =
       GemmSignature::for_linear(2, 8, 16, GemmDType::kBF16, GemmDType::kBF16);
   absl::StatusOr<std::vector<std::string>> c = gemm.candidates(bf16);
@@ -68,7 +68,7 @@ TEST(CpuTunableGemm, RefusesWhatItCannotRunNamingIt) {
 }
 
 TEST(CpuTunableGemm, ValidatorsNameTheBuildAndTheMachine) {
-  CpuTunableGemm gemm;
+  CpuTunableGemm gemm(2);
   std::map<std::string, std::string> v;
   for (auto& [key, value] : gemm.validators()) v[key] = value;
   EXPECT_EQ(v.at("TESSERA_VERSION"), TESSERA_VERSION);

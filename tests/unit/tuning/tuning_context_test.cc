@@ -199,6 +199,22 @@ TEST_F(TuningContextTest, WarmupBudgetSkipsTheRest) {
   EXPECT_EQ(gemm.prepares, 0);
 }
 
+TEST_F(TuningContextTest, OnlyTheLastDeviceTunesLmHead) {
+  FakeTunableGemm gemm0 = device();
+  FakeTunableGemm gemm1 = device();
+  auto ctx0 = TuningContext::create(config(TuningMode::kWarmup), 0, &gemm0);
+  auto ctx1 = TuningContext::create(config(TuningMode::kWarmup), 1, &gemm1);
+  ASSERT_TRUE(ctx0.ok() && ctx1.ok());
+  std::vector<WarmupGemm> plan = {{kSig, "qkv_proj", 1, 2}, {kOther, "lm_head", 1, 1}};
+  auto job = WarmupJob::start({ctx0->get(), ctx1->get()}, plan, WarmupOptions{});
+  const WarmupSnapshot s = job->wait();
+  EXPECT_EQ(s.state, WarmupState::kDone);
+  EXPECT_EQ(s.total, 3u);
+  EXPECT_EQ(s.done, 3u);
+  EXPECT_EQ(gemm0.prepares, 1);  // qkv_proj only
+  EXPECT_EQ(gemm1.prepares, 2);  // qkv_proj and lm_head
+}
+
 TEST_F(TuningContextTest, CancelledWarmupSkipsWhatIsLeft) {
   FakeTunableGemm gemm = device();
   auto ctx = TuningContext::create(config(TuningMode::kWarmup), 0, &gemm);
