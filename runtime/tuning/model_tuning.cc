@@ -112,6 +112,9 @@ absl::StatusOr<std::shared_ptr<WarmupJob>> ModelTuning::start_warmup(const Warmu
   absl::StatusOr<std::vector<WarmupGemm>> gemms = plan(spec);
   if (!gemms.ok()) return gemms.status();
   std::lock_guard<std::mutex> lock(job_mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError("the server is draining: no new warmup starts");
+  }
   if (job_) {
     const WarmupSnapshot s = job_->snapshot();
     if (s.state == WarmupState::kRunning) {
@@ -125,6 +128,7 @@ absl::StatusOr<std::shared_ptr<WarmupJob>> ModelTuning::start_warmup(const Warmu
 
 void ModelTuning::cancel_warmup() {
   std::lock_guard<std::mutex> lock(job_mu_);
+  closed_ = true;
   if (job_) job_->cancel();
 }
 

@@ -80,7 +80,8 @@ class ModelTuning {
   // for a spec the plan rejects or limits beyond the engine's.
   absl::StatusOr<std::shared_ptr<WarmupJob>> start_warmup(const WarmupSpec& spec,
                                                           WarmupJob::OnUpdate on_update = {});
-  // Asks a running warmup to stop after the GEMMs being tuned (a drain).
+  // A drain: asks a running warmup to stop after the GEMMs being tuned, and refuses new ones
+  // (FAILED_PRECONDITION) from then on.
   void cancel_warmup();
   // The running warmup, or the last one; null before the first.
   std::shared_ptr<const WarmupJob> last_warmup() const;
@@ -99,6 +100,7 @@ class ModelTuning {
 
   mutable std::mutex job_mu_;
   std::shared_ptr<WarmupJob> job_;
+  bool closed_ = false;  // cancel_warmup() was called: no new warmup starts
 };
 
 }  // namespace tessera
