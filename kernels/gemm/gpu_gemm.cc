@@ -106,47 +106,18 @@ absl::StatusOr<Gemm::Solution> Gemm::resolve(const GemmShape& shape, std::string
   return absl::InvalidArgumentError(str_cat("unknown GEMM solution \"", name, "\""));
 }
 
-absl::Status Gemm::run(const Solution& solution, const GemmShape& shape, const gpu_bf16* x,
-                       const gpu_bf16* w, void* out, gpuStream_t stream) {
-  if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0) return absl::OkStatus();
-  switch (solution.kind) {
-    case Solution::Kind::kDefault:
-      break;
-    case Solution::Kind::kBlasLt: {
-      const uint32_t need = solution.blas.min_alignment;
-      if (alignment_of(x) >= need && alignment_of(w) >= need && alignment_of(out) >= need) {
-        return run_blaslt(solution.blas, shape, x, w, out, stream);
-      }
-      break;
-    }
-    case Solution::Kind::kSmallM:
-      if (alignment_of(x) >= 16 && alignment_of(w) >= 16) {
-        GPU_CHECK(smallm_linear(solution.smallm, solution.splits, x, w, out,
-                                shape.out == GemmOut::kF32, shape.m, shape.n, shape.k,
-                                static_cast<float*>(workspace_), stream));
-        return absl::OkStatus();
-      }
-      break;
-  }
-  return run_default(shape, x, w, out, stream);
-}
-
-absl::Status Gemm::run_blaslt(const BlasAlgo& algo, const GemmShape& shape, const gpu_bf16* x,
-                              const gpu_bf16* w, void* out, gpuStream_t stream) {
+struct Gemm::Plan {
   MatmulDescriptors d;
-  TESSERA_RETURN_IF_ERROR(d.create(shape));
-  const float alpha = 1.0f, beta = 0.0f;
-  BLAS_CHECK(blasLtMatmul(static_cast<blasLtHandle_t>(handle_), d.op, &alpha, w, d.a, x, d.b,
-                          &beta, out, d.d, out, d.d,
-                          reinterpret_cast<const blasLtMatmulAlgo_t*>(algo.storage.data()),
-                          workspace_, workspace_bytes_, stream));
-  return absl::OkStatus();
-}
+  blasLtMatmulAlgo_t default_algo{};
+};
 
-absl::Status Gemm::run_default(const GemmShape& shape, const gpu_bf16* x, const gpu_bf16* w,
-                               void* out, gpuStream_t stream) {
-  MatmulDescriptors d;
-  TESSERA_RETURN_IF_ERROR(d.create(shape));
+absl::StatusOr<const Gemm::Plan*> Gemm::plan(const GemmShape& shape, const gpu_bf16* x,
+                                             const gpu_bf16* w, const void* out) {
+  const PlanKey key{shape.m,        shape.n,        shape.k,         shape.out,
+                    alignment_of(x), alignment_of(w), alignment_of(out)};
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
+  auto p = std::make_unique<Plan>();
+  TESSERA_RETURN_IF_ERROR(p->d.create(shape));
   blasLtMatmulPreference_t pref = nullptr;
   BLAS_CHECK(blasLtMatmulPreferenceCreate(&pref));
   struct PrefGuard {
@@ -159,28 +130,55 @@ absl::Status Gemm::run_default(const GemmShape& shape, const gpu_bf16* x, const 
 #if !defined(TESSERA_HIP)
   // The heuristic assumes 256-byte aligned operands unless told otherwise; row views of a
   // tensor can be less aligned.
-  const uint32_t align_a = alignment_of(w), align_b = alignment_of(x), align_d = alignment_of(out);
   BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key.align_w, sizeof(key.align_w)));
   BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key.align_x, sizeof(key.align_x)));
   BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key.align_out, sizeof(key.align_out)));
   BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.align_out, sizeof(key.align_out)));
 #endif
   blasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  auto* handle = static_cast<blasLtHandle_t>(handle_);
-  BLAS_CHECK(blasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.d, d.d, pref, 1, &result,
-                                          &found));
+  BLAS_CHECK(blasLtMatmulAlgoGetHeuristic(static_cast<blasLtHandle_t>(handle_), p->d.op, p->d.a,
+                                          p->d.b, p->d.d, p->d.d, pref, 1, &result, &found));
   if (found == 0) {
     return absl::InternalError(str_cat(BLAS_LIB " has no algorithm for bf16 GEMM m=", shape.m,
                                        " n=", shape.n, " k=", shape.k));
   }
+  p->default_algo = result.algo;
+  return plans_.emplace(key, std::move(p)).first->second.get();
+}
+
+absl::Status Gemm::run(const Solution& solution, const GemmShape& shape, const gpu_bf16* x,
+                       const gpu_bf16* w, void* out, gpuStream_t stream) {
+  if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0) return absl::OkStatus();
+  if (solution.kind == Solution::Kind::kSmallM && alignment_of(x) >= 16 && alignment_of(w) >= 16) {
+    GPU_CHECK(smallm_linear(solution.smallm, solution.splits, x, w, out,
+                            shape.out == GemmOut::kF32, shape.m, shape.n, shape.k,
+                            static_cast<float*>(workspace_), stream));
+    return absl::OkStatus();
+  }
+  TESSERA_ASSIGN_OR_RETURN(const Plan* p, plan(shape, x, w, out));
+  const void* algo = &p->default_algo;
+  if (solution.kind == Solution::Kind::kBlasLt) {
+    // Where the operands are less aligned than the tuned algorithm needs, Default runs.
+    const uint32_t need = solution.blas.min_alignment;
+    if (alignment_of(x) >= need && alignment_of(w) >= need && alignment_of(out) >= need) {
+      algo = solution.blas.storage.data();
+    }
+  }
+  return run_blaslt(*p, algo, x, w, out, stream);
+}
+
+absl::Status Gemm::run_blaslt(const Plan& p, const void* algo, const gpu_bf16* x,
+                              const gpu_bf16* w, void* out, gpuStream_t stream) {
   const float alpha = 1.0f, beta = 0.0f;
-  BLAS_CHECK(blasLtMatmul(handle, d.op, &alpha, w, d.a, x, d.b, &beta, out, d.d, out, d.d,
-                          &result.algo, workspace_, workspace_bytes_, stream));
+  BLAS_CHECK(blasLtMatmul(static_cast<blasLtHandle_t>(handle_), p.d.op, &alpha, w, p.d.a, x,
+                          p.d.b, &beta, out, p.d.d, out, p.d.d,
+                          static_cast<const blasLtMatmulAlgo_t*>(algo), workspace_,
+                          workspace_bytes_, stream));
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,12 +65,25 @@ class Gemm {
   std::string library_version() const;
 
  private:
+  // What the library needs for one shape and operand alignment: its descriptors and the
+  // default heuristic's algorithm, built on first use (blaslt.cc's types stay out of this header).
+  struct Plan;
+  struct PlanKey {
+    int64_t m, n, k;
+    GemmOut out;
+    uint32_t align_x, align_w, align_out;
+    friend auto operator<=>(const PlanKey&, const PlanKey&) = default;
+  };
+
   Gemm() = default;
-  absl::Status run_default(const GemmShape& shape, const gpu_bf16* x, const gpu_bf16* w,
-                           void* out, gpuStream_t stream);
-  absl::Status run_blaslt(const BlasAlgo& algo, const GemmShape& shape, const gpu_bf16* x,
+  absl::StatusOr<const Plan*> plan(const GemmShape& shape, const gpu_bf16* x, const gpu_bf16* w,
+                                   const void* out);
+  absl::Status run_blaslt(const Plan& plan, const void* algo, const gpu_bf16* x,
                           const gpu_bf16* w, void* out, gpuStream_t stream);
 
+  // A step's GEMMs repeat a few shapes: building descriptors and asking the heuristic on every
+  // call costs more host time than the launch (the engine thread's hot path).
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   void* handle_ = nullptr;
   void* workspace_ = nullptr;  // the library's, and the small-M kernels' split-K partials
   size_t workspace_bytes_ = 0;
