@@ -86,12 +86,12 @@ absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& op
   return create_gpu_backend(options.gpu_device);
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Backend>>> create_backends(
-    const BackendOptions& options) {
-  std::vector<std::unique_ptr<Backend>> out;
+absl::StatusOr<std::vector<DeviceBackend>> create_backends(const BackendOptions& options) {
+  std::vector<DeviceBackend> out;
   if (options.devices.empty() && !options.all_devices) {
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Backend> one, create_backend(options));
-    out.push_back(std::move(one));
+    const int32_t ordinal = one->uses_host_memory() ? 0 : options.gpu_device;
+    out.push_back({ordinal, std::move(one)});
     return out;
   }
   const int gpus = visible_gpus();
@@ -120,17 +120,16 @@ absl::StatusOr<std::vector<std::unique_ptr<Backend>>> create_backends(
           str_cat("devices: device ", devices[i], " is listed twice"));
     }
   }
-  if (!on_gpu) {
-    for (int32_t d : devices) out.push_back(std::make_unique<CpuBackend>(options.threads, d));
-    return out;
-  }
   for (size_t i = 0; i < devices.size(); ++i) {
-    if (i == 0) {
-      out.push_back(std::move(head));
-      continue;
+    std::unique_ptr<Backend> b;
+    if (!on_gpu) {
+      b = std::make_unique<CpuBackend>(options.threads, devices[i]);
+    } else if (i == 0) {
+      b = std::move(head);
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(b, create_gpu_backend(devices[i]));
     }
-    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Backend> b, create_gpu_backend(devices[i]));
-    out.push_back(std::move(b));
+    out.push_back({devices[i], std::move(b)});
   }
   return out;
 }

@@ -40,8 +40,14 @@ int visible_gpus();
 
 absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& options);
 
-// One backend per device of options.devices (or the single device), all of one kind. Errors name
-// a device that does not exist and how many are visible.
-absl::StatusOr<std::vector<std::unique_ptr<Backend>>> create_backends(const BackendOptions& options);
+// A backend and the device ordinal it runs on (the number device_map and max_memory use).
+struct DeviceBackend {
+  int32_t ordinal = 0;
+  std::unique_ptr<Backend> backend;
+};
+
+// One backend per device of options.devices (or the single device), all of one kind, in pipeline
+// order. Errors name a device that does not exist and how many are visible.
+absl::StatusOr<std::vector<DeviceBackend>> create_backends(const BackendOptions& options);
 
 }  // namespace tessera

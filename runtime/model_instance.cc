@@ -14,24 +14,12 @@ namespace tessera {
 
 namespace {
 
-// The devices the backends run on, as the planner sees them: their ordinals (the numbers that
-// device_map and max_memory use) and the memory free on each now.
-std::vector<DeviceInfo> describe_devices(const std::vector<std::unique_ptr<Backend>>& backends,
-                                         const BackendOptions& options) {
+// The devices as the planner sees them: their ordinals and the memory free on each now.
+std::vector<DeviceInfo> describe_devices(const std::vector<DeviceBackend>& devices) {
   std::vector<DeviceInfo> out;
-  for (size_t i = 0; i < backends.size(); ++i) {
-    DeviceInfo d;
-    if (!options.devices.empty()) {
-      d.index = options.devices[i];
-    } else if (options.all_devices || backends[i]->uses_host_memory()) {
-      d.index = static_cast<int32_t>(i);
-    } else {
-      d.index = options.gpu_device;
-    }
-    d.name = backends[i]->name();
-    d.free_bytes = backends[i]->free_memory();
-    d.total_bytes = d.free_bytes;
-    out.push_back(std::move(d));
+  for (const DeviceBackend& d : devices) {
+    const size_t free_bytes = d.backend->free_memory();
+    out.push_back(DeviceInfo{d.ordinal, d.backend->name(), free_bytes, free_bytes});
   }
   return out;
 }
@@ -62,9 +50,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
 
   // Devices and the plan: which holds which layers, checked against their memory before any
   // weight is read (a model that does not fit says so per device, not with an allocator error).
-  TESSERA_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Backend>> backends,
-                           create_backends(options.backend));
-  const DType dtype = backends.front()->compute_dtype();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<DeviceBackend> backends, create_backends(options.backend));
+  const DType dtype = backends.front().backend->compute_dtype();
   PlacementOptions placement;
   TESSERA_ASSIGN_OR_RETURN(placement.device_map, parse_device_map(options.device_map));
   TESSERA_ASSIGN_OR_RETURN(placement.max_memory, parse_max_memory(options.max_memory));
@@ -74,7 +61,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
                            plan_placement(LlamaModel::footprint(config, dtype),
-                                          describe_devices(backends, options.backend), placement));
+                                          describe_devices(backends), placement));
 
   // Devices the plan left without layers hold nothing: their backends go.
   std::vector<LayerSegment> segments;
@@ -82,9 +69,10 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   for (size_t i = 0; i < inst->plan_.devices.size(); ++i) {
     const DevicePlacement& d = inst->plan_.devices[i];
     if (d.num_layers() == 0) continue;
-    segments.push_back(LayerSegment{backends[i].get(), d.first_layer, d.num_layers()});
-    tuning_devices.push_back(TuningDevice{d.device, backends[i].get()});
-    inst->backends_.push_back(std::move(backends[i]));
+    Backend* b = backends[i].backend.get();
+    segments.push_back(LayerSegment{b, d.first_layer, d.num_layers()});
+    tuning_devices.push_back(TuningDevice{d.device, b});
+    inst->backends_.push_back(std::move(backends[i].backend));
   }
   TESSERA_ASSIGN_OR_RETURN(inst->model_, LlamaModel::load(inst->files_.weights(), segments,
                                                           options.limits, execution));

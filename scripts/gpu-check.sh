@@ -59,25 +59,39 @@ wait_ready() {  # admin HTTP /readyz answers 200
   return 1
 }
 
+# tesserad on the 8B-shaped model with extra flags; its log is $out/tesserad_NAME.log. Returns 0
+# once it is ready (server_pid set), else reports and fails the stage.
+start_server() {
+  local name=$1; shift
+  "$bundle/bin/tesserad" --model /tmp/llama8b --backend gpu --listen 127.0.0.1:50051 \
+    --max-num-seqs 64 --log-format json "$@" > "$out/tesserad_$name.log" 2>&1 &
+  server_pid=$!
+  wait_ready && return 0
+  echo "tesserad $name did not become ready"; tail -5 "$out/tesserad_$name.log"; status=1
+  return 1
+}
+stop_server() { kill -TERM $server_pid; wait $server_pid; }
+
+# `tessera bench serve` at concurrency C (4 requests at 1, else 128), prompt 128 / output 256;
+# log and JSON $out/serve_NAME_cC.{log,json}.
+bench_serve() {
+  local name=$1 c=$2
+  "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency $c \
+    --num-requests $(( c == 1 ? 4 : 128 )) --prompt-len 128 --output-len 256 \
+    --json "$out/serve_${name}_c$c.json" > "$out/serve_${name}_c$c.log" 2>&1 || status=1
+}
+
 run_e2e() {
   local model=/tmp/llama8b
   timeout 420 python3 tests/reference/gpu_llama8b_check.py "$bundle/bin/dump_logits" "$model" \
     "$out/llama8b_check.json" 2>&1 | tee "$out/llama8b_check.log" | grep -v "^load\|^prompt " || status=1
-  "$bundle/bin/tesserad" --model "$model" --backend gpu --listen 127.0.0.1:50051 \
-    --max-num-seqs 64 --log-format json > "$out/tesserad.log" 2>&1 &
-  local pid=$!
-  if wait_ready; then
+  if start_server e2e; then
     for c in 1 64; do
-      local n=$(( c == 1 ? 4 : 128 ))
-      "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency $c --num-requests $n \
-        --prompt-len 128 --output-len 256 --json "$out/bench_serve_c$c.json" \
-        > "$out/bench_serve_c$c.log" 2>&1 || status=1
-      echo "== tessera bench serve concurrency $c"; tail -25 "$out/bench_serve_c$c.log"
+      bench_serve e2e $c
+      echo "== tessera bench serve concurrency $c"; tail -25 "$out/serve_e2e_c$c.log"
     done
-  else
-    echo "tesserad did not become ready"; tail -20 "$out/tesserad.log"; status=1
+    stop_server
   fi
-  kill -TERM $pid; wait $pid
   rm -rf "$model"
   timeout 240 python3 "$bundle/anchors/bench_hf.py" sdpa 1,32 > "$out/anchor_hf.log" 2>&1 || echo "bench_hf.py: exit $?"
   echo "== anchor bench_hf.py"; cat "$out/anchor_hf.log"
@@ -132,26 +146,17 @@ PY
   local -A serve=([1gpu]="--devices 0" [seq]="--devices 0,1 --device-map sequential --max-memory 0=12GiB"
                   [bal]="--devices 0,1 --device-map balanced" [bal_mb2]="--devices 0,1 --device-map balanced --micro-batches 2")
   for name in 1gpu seq bal bal_mb2; do
-    "$bundle/bin/tesserad" --model "$model" --backend gpu ${serve[$name]} --listen 127.0.0.1:50051 \
-      --max-num-seqs 64 --log-format json > "$out/tesserad_$name.log" 2>&1 &
-    local pid=$!
-    if wait_ready; then
-      for c in 1 64; do
-        local n=$(( c == 1 ? 4 : 128 ))
-        "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency $c --num-requests $n \
-          --prompt-len 128 --output-len 256 --json "$out/serve_${name}_c$c.json" \
-          > "$out/serve_${name}_c$c.log" 2>&1 || status=1
-        echo "$name c=$c: $(grep -m1 "output throughput" "$out/serve_${name}_c$c.log")"
-      done
-      if [[ $name == bal* ]]; then  # prefill-heavy: where splitting a step can pay
-        "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency 64 --num-requests 128 \
-          --prompt-len 1024 --output-len 16 > "$out/serve_${name}_prefill.log" 2>&1 || status=1
-        echo "$name c=64 prompt 1024 / output 16: $(grep -m1 "total throughput" "$out/serve_${name}_prefill.log")"
-      fi
-    else
-      echo "tesserad $name did not become ready"; tail -5 "$out/tesserad_$name.log"; status=1
+    start_server "$name" ${serve[$name]} || continue
+    for c in 1 64; do
+      bench_serve "$name" $c
+      echo "$name c=$c: $(grep -m1 "output throughput" "$out/serve_${name}_c$c.log")"
+    done
+    if [[ $name == bal* ]]; then  # prefill-heavy: where splitting a step can pay
+      "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency 64 --num-requests 128 \
+        --prompt-len 1024 --output-len 16 > "$out/serve_${name}_prefill.log" 2>&1 || status=1
+      echo "$name c=64 prompt 1024 / output 16: $(grep -m1 "total throughput" "$out/serve_${name}_prefill.log")"
     fi
-    kill -TERM $pid; wait $pid
+    stop_server
   done
 }
 
@@ -165,25 +170,15 @@ run_tuning() {
   python3 tests/reference/random_llama.py "$model" || { status=1; return; }
   for mode in off warmup; do
     start=$(date +%s)
-    "$bundle/bin/tesserad" --model "$model" --backend gpu --listen 127.0.0.1:50051 --max-num-seqs 64 \
-      --tuning-mode $mode --tuning-file "$out/tunableop_results.csv" --log-format json \
-      > "$out/tesserad_tuning_$mode.log" 2>&1 &
-    local pid=$!
-    if wait_ready; then
-      echo "tuning $mode: ready $(( $(date +%s) - start ))s after start"
-      grep -o '"message":"[^"]*warm[^"]*"' "$out/tesserad_tuning_$mode.log" | tail -2
-      for c in 1 64; do
-        local n=$(( c == 1 ? 4 : 128 ))
-        "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency $c --num-requests $n \
-          --prompt-len 128 --output-len 256 --json "$out/serve_tuning_${mode}_c$c.json" \
-          > "$out/serve_tuning_${mode}_c$c.log" 2>&1 || status=1
-        echo "tuning $mode c=$c: $(grep -m1 "output throughput" "$out/serve_tuning_${mode}_c$c.log") $(grep -m1 "^ITL" "$out/serve_tuning_${mode}_c$c.log")"
-      done
-      curl -sf http://127.0.0.1:8002/metrics | grep -E "^tessera_gemm_(tuned_shapes|tuning_seconds|tuned_hits|tuned_misses)" 
-    else
-      echo "tesserad tuning $mode did not become ready"; tail -5 "$out/tesserad_tuning_$mode.log"; status=1
-    fi
-    kill -TERM $pid; wait $pid
+    start_server "tuning_$mode" --tuning-mode $mode --tuning-file "$out/tunableop_results.csv" || continue
+    echo "tuning $mode: ready $(( $(date +%s) - start ))s after start"
+    grep -o '"message":"[^"]*warm[^"]*"' "$out/tesserad_tuning_$mode.log" | tail -2
+    for c in 1 64; do
+      bench_serve "tuning_$mode" $c
+      echo "tuning $mode c=$c: $(grep -m1 "output throughput" "$out/serve_tuning_${mode}_c$c.log") $(grep -m1 "^ITL" "$out/serve_tuning_${mode}_c$c.log")"
+    done
+    curl -sf http://127.0.0.1:8002/metrics | grep -E "^tessera_gemm_(tuned_shapes|tuning_seconds|tuned_hits|tuned_misses)"
+    stop_server
   done
   [[ -f "$out/tunableop_results0.csv" ]] && { echo "results: $(grep -vc '^Validator' "$out/tunableop_results0.csv") GEMMs"; grep -v '^Validator' "$out/tunableop_results0.csv" | cut -d, -f3 | sed 's/_.*//' | sort | uniq -c; }
 }

@@ -226,9 +226,14 @@ absl::Status LlamaModel::allocate_activations(Stage& stage, bool last) {
   return absl::OkStatus();
 }
 
-int64_t LlamaModel::gemm_rows(int64_t rows, bool has_prefill) const {
-  if (!execution_.gemm_buckets) return rows;
-  return padded_step_tokens(*execution_.gemm_buckets, rows, has_prefill);
+int64_t LlamaModel::gemm_rows(const StepBatch& part) const {
+  const int64_t n = part.num_tokens();
+  if (!execution_.gemm_buckets) return n;
+  bool has_prefill = false;
+  for (int32_t q = 0; q < part.num_seqs() && !has_prefill; ++q) {
+    has_prefill = part.query_start[q + 1] - part.query_start[q] > 1;
+  }
+  return padded_step_tokens(*execution_.gemm_buckets, n, has_prefill);
 }
 
 absl::Status LlamaModel::forward(const StepBatch& batch, const KvCache& cache,
@@ -260,12 +265,14 @@ absl::Status LlamaModel::run_step(const StepBatch& batch, const KvCache& cache,
   if (stages_.size() > 1 && execution_.micro_batches > 1) {
     split_step_batch(batch, execution_.micro_batches, &parts_);
     for (const StepBatchPart& part : parts_) {
+      const int64_t m = gemm_rows(part.batch);
       for (size_t s = 0; s < stages_.size(); ++s) {
-        run_stage(s, part.batch, part.first_token, part.first_logit_row, cache);
+        run_stage(s, part.batch, m, part.first_token, part.first_logit_row, cache);
       }
     }
   } else {
-    for (size_t s = 0; s < stages_.size(); ++s) run_stage(s, batch, 0, 0, cache);
+    const int64_t m = gemm_rows(batch);
+    for (size_t s = 0; s < stages_.size(); ++s) run_stage(s, batch, m, 0, 0, cache);
   }
   const Stage& last = stages_.back();
   Backend& b = *last.segment.backend;
@@ -285,7 +292,7 @@ absl::Status LlamaModel::run_step(const StepBatch& batch, const KvCache& cache,
   return b.synchronize();
 }
 
-void LlamaModel::run_stage(size_t s, const StepBatch& part, int64_t first_token,
+void LlamaModel::run_stage(size_t s, const StepBatch& part, int64_t m, int64_t first_token,
                            int64_t first_logit_row, const KvCache& cache) {
   const Stage& stage = stages_[s];
   Backend& b = *stage.segment.backend;
@@ -294,11 +301,6 @@ void LlamaModel::run_stage(size_t s, const StepBatch& part, int64_t first_token,
   const float eps = config_.rms_norm_eps;
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   const int64_t n = part.num_tokens();
-  bool has_prefill = false;
-  for (int32_t q = 0; q < part.num_seqs() && !has_prefill; ++q) {
-    has_prefill = part.query_start[q + 1] - part.query_start[q] > 1;
-  }
-  const int64_t m = gemm_rows(n, has_prefill);
 
   // This part's rows; GEMMs run over `m` of them (the padding rows belong to no one).
   const Tensor residual = a.residual.rows(first_token, n), normed = a.normed.rows(first_token, n);
@@ -345,7 +347,8 @@ void LlamaModel::run_stage(size_t s, const StepBatch& part, int64_t first_token,
   if (n_logits == 0) return;
   b.add_rms_norm(residual, proj, final_norm_, eps, normed);
   b.gather_logit_rows(normed, a.last.rows(first_logit_row, n_logits));
-  const int64_t rows = gemm_rows(n_logits, false);
+  const int64_t rows =
+      execution_.gemm_buckets ? decode_bucket(*execution_.gemm_buckets, n_logits) : n_logits;
   b.linear(a.last.rows(first_logit_row, rows), lm_head_, a.logits.rows(first_logit_row, rows));
 }
 

@@ -121,11 +121,11 @@ class LlamaModel final : public ForwardModel {
     std::span<int32_t> tokens;           // [n_logits]
   };
   absl::Status run_step(const StepBatch& batch, const KvCache& cache, const StepOutput& output);
-  // The padded row count a GEMM over `rows` rows runs with.
-  int64_t gemm_rows(int64_t rows, bool has_prefill) const;
-  // Queues stage `s`'s share of one part of the step.
-  void run_stage(size_t s, const StepBatch& part, int64_t first_token, int64_t first_logit_row,
-                 const KvCache& cache);
+  // The row count the layers' GEMMs run with for `part`: its tokens, padded to the buckets.
+  int64_t gemm_rows(const StepBatch& part) const;
+  // Queues stage `s`'s share of one part of the step; its GEMMs run over `m` rows.
+  void run_stage(size_t s, const StepBatch& part, int64_t m, int64_t first_token,
+                 int64_t first_logit_row, const KvCache& cache);
 
   ModelConfig config_;
   ForwardLimits limits_;

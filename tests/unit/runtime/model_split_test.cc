@@ -124,7 +124,7 @@ TEST_F(ModelSplit, ErrorsNameWhatWasWrong) {
   o = small_options(16);
   o.backend.devices = {0, 1};
   o.max_memory = "2=1GiB";
-  EXPECT_NE(error_of(o).find("2"), std::string::npos);
+  EXPECT_NE(error_of(o).find("max_memory: device 2"), std::string::npos) << error_of(o);
 }
 
 }  // namespace
