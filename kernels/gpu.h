@@ -69,6 +69,17 @@ using gpuDeviceProp = hipDeviceProp_t;
 #define gpuDeviceEnablePeerAccess hipDeviceEnablePeerAccess
 #define gpuMemcpyPeerAsync hipMemcpyPeerAsync
 #define gpuStreamWaitEvent hipStreamWaitEvent
+using gpuGraph_t = hipGraph_t;
+using gpuGraphExec_t = hipGraphExec_t;
+#define gpuStreamBeginCapture hipStreamBeginCapture
+#define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuGraphExecDestroy hipGraphExecDestroy
+#define gpuGraphLaunch hipGraphLaunch
+inline gpuError_t gpuGraphInstantiate(gpuGraphExec_t* exec, gpuGraph_t graph) {
+  return hipGraphInstantiate(exec, graph, nullptr, nullptr, 0);
+}
 #else
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -116,6 +127,17 @@ using gpuDeviceProp = cudaDeviceProp;
 #define gpuDeviceEnablePeerAccess cudaDeviceEnablePeerAccess
 #define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
 #define gpuStreamWaitEvent cudaStreamWaitEvent
+using gpuGraph_t = cudaGraph_t;
+using gpuGraphExec_t = cudaGraphExec_t;
+#define gpuStreamBeginCapture cudaStreamBeginCapture
+#define gpuStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuGraphExecDestroy cudaGraphExecDestroy
+#define gpuGraphLaunch cudaGraphLaunch
+inline gpuError_t gpuGraphInstantiate(gpuGraphExec_t* exec, gpuGraph_t graph) {
+  return cudaGraphInstantiate(exec, graph, 0);
+}
 #endif
 
 namespace tessera::gpu {

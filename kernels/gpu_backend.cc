@@ -42,7 +42,8 @@ absl::Status GpuBackend::init() {
   name_ = str_cat("gpu:", device_, " (", prop.name, ")");
   multiprocessors_ = prop.multiProcessorCount;
   GPU_CHECK(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking));
-  GPU_CHECK(gpuEventCreateWithFlags(&step_copied_, gpuEventDisableTiming));
+  GPU_CHECK(gpuEventCreateWithFlags(&step_mem_.copied, gpuEventDisableTiming));
+  GPU_CHECK(gpuEventCreateWithFlags(&graph_step_mem_.copied, gpuEventDisableTiming));
   GPU_CHECK(gpuEventCreateWithFlags(&hop_done_, gpuEventDisableTiming));
   GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&scratch_), kScratchFloats * sizeof(float)));
   if (absl::Status s = gpu::Gemm::create(&gemm_); !s.ok()) return s;
@@ -55,14 +56,16 @@ absl::Status GpuBackend::init() {
 GpuBackend::~GpuBackend() {
   make_current();
   if (stream_ != nullptr) (void)gpuStreamSynchronize(stream_);
+  for (auto& [key, graph] : graphs_) drop_graph(graph);
   tunable_gemm_.reset();
   gemm_.reset();
   if (scratch_ != nullptr) (void)gpuFree(scratch_);
   if (decode_part_ != nullptr) (void)gpuFree(decode_part_);
-  if (step_dev_ != nullptr) (void)gpuFree(step_dev_);
-  if (step_host_ != nullptr) (void)gpuFreeHost(step_host_);
+  for (StepMemory* mem : {&step_mem_, &graph_step_mem_}) {
+    free_step_memory(*mem);
+    if (mem->copied != nullptr) (void)gpuEventDestroy(mem->copied);
+  }
   if (pinned_ != nullptr) (void)gpuFreeHost(pinned_);
-  if (step_copied_ != nullptr) (void)gpuEventDestroy(step_copied_);
   if (hop_done_ != nullptr) (void)gpuEventDestroy(hop_done_);
   if (stream_ != nullptr) (void)gpuStreamDestroy(stream_);
 }
@@ -224,39 +227,38 @@ void GpuBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) 
 
 // --- the step -------------------------------------------------------------------------------
 
-void GpuBackend::begin_step(const StepBatch& batch) {
-  make_current();
-  const int32_t n = batch.num_tokens(), seqs = batch.num_seqs();
-  const size_t tables = batch.block_tables.size(), logits = batch.logits_rows.size();
-  // Layout: token_ids, positions, slot_mapping, seq_of [n]; query_start [seqs + 1];
-  // context_len [seqs]; block_tables; logits_rows; prefill_seqs and decode_seqs [seqs in all].
-  const size_t total = 4 * static_cast<size_t>(n) + 3 * seqs + 1 + tables + logits;
-  if (total > step_capacity_) {
-    const size_t cap = std::max(total, 2 * step_capacity_);
-    record(GPU_STATUS(gpuStreamSynchronize(stream_)));
-    if (step_dev_ != nullptr) record(GPU_STATUS(gpuFree(step_dev_)));
-    if (step_host_ != nullptr) record(GPU_STATUS(gpuFreeHost(step_host_)));
-    step_dev_ = nullptr;
-    step_host_ = nullptr;
-    step_capacity_ = 0;
-    absl::Status s = GPU_STATUS(gpuMalloc(reinterpret_cast<void**>(&step_dev_), cap * 4));
-    if (s.ok()) s = GPU_STATUS(gpuMallocHost(reinterpret_cast<void**>(&step_host_), cap * 4));
-    if (!s.ok()) {
-      record(std::move(s));
-      step_ = gpu::DeviceStep{};
-      return;
-    }
-    step_capacity_ = cap;
-  } else {
-    // The previous step's copy must have left the pinned buffer before it is overwritten.
-    record(GPU_STATUS(gpuEventSynchronize(step_copied_)));
+absl::StatusOr<bool> GpuBackend::reserve_step_memory(StepMemory& mem, size_t elements) {
+  if (elements <= mem.capacity) {
+    // The previous step's upload must have left the staging before it is overwritten.
+    GPU_CHECK(gpuEventSynchronize(mem.copied));
+    return false;
   }
-  int32_t* h = step_host_;
+  const size_t cap = std::max(elements, 2 * mem.capacity);
+  GPU_CHECK(gpuStreamSynchronize(stream_));
+  free_step_memory(mem);
+  GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&mem.dev), cap * 4));
+  GPU_CHECK(gpuMallocHost(reinterpret_cast<void**>(&mem.host), cap * 4));
+  mem.capacity = cap;
+  return true;
+}
+
+void GpuBackend::free_step_memory(StepMemory& mem) {
+  if (mem.dev != nullptr) record(GPU_STATUS(gpuFree(mem.dev)));
+  if (mem.host != nullptr) record(GPU_STATUS(gpuFreeHost(mem.host)));
+  mem.dev = nullptr;
+  mem.host = nullptr;
+  mem.capacity = 0;
+}
+
+void GpuBackend::upload_step(const StepBatch& batch, StepMemory& mem, size_t stride) {
+  const int32_t n = batch.num_tokens(), seqs = batch.num_seqs();
+  int32_t* h = mem.host;
   size_t off = 0;
+  // Each array at the next free element (stride 0) or the next multiple of the stride.
   auto put = [&](const int32_t* src, size_t count) {
     if (count > 0) std::memcpy(h + off, src, count * 4);
-    const int32_t* dev = step_dev_ + off;
-    off += count;
+    const int32_t* dev = mem.dev + off;
+    off += stride == 0 ? count : (count + stride - 1) / stride * stride;
     return dev;
   };
   // Per-step host lists in members, so that their capacity is reused step after step.
@@ -284,19 +286,56 @@ void GpuBackend::begin_step(const StepBatch& batch) {
   d.seq_of = put(seq_of.data(), n);
   d.query_start = put(batch.query_start.data(), batch.query_start.size());
   d.context_len = put(batch.context_len.data(), seqs);
-  d.block_tables = put(batch.block_tables.data(), tables);
-  d.logits_rows = put(batch.logits_rows.data(), logits);
+  d.logits_rows = put(batch.logits_rows.data(), batch.logits_rows.size());
   d.prefill_seqs = put(prefill_seqs.data(), prefill_seqs.size());
   d.decode_seqs = put(decode_seqs.data(), decode_seqs.size());
+  d.block_tables = put(batch.block_tables.data(), batch.block_tables.size());
   d.num_prefill_seqs = static_cast<int32_t>(prefill_seqs.size());
   d.num_decode_seqs = static_cast<int32_t>(decode_seqs.size());
   d.num_tokens = n;
   d.num_seqs = seqs;
   d.max_blocks = batch.max_blocks;
-  d.num_logits = static_cast<int32_t>(logits);
-  record(GPU_STATUS(gpuMemcpyAsync(step_dev_, step_host_, off * 4, gpuMemcpyHostToDevice, stream_)));
-  record(GPU_STATUS(gpuEventRecord(step_copied_, stream_)));
+  d.num_logits = static_cast<int32_t>(batch.logits_rows.size());
+  record(GPU_STATUS(gpuMemcpyAsync(mem.dev, mem.host, off * 4, gpuMemcpyHostToDevice, stream_)));
+  record(GPU_STATUS(gpuEventRecord(mem.copied, stream_)));
   step_ = d;
+}
+
+// Int32 elements of a step's metadata: token_ids, positions, slot_mapping, seq_of [n];
+// query_start [seqs + 1]; context_len [seqs]; logits_rows; prefill_seqs and decode_seqs [seqs in
+// all]; block_tables.
+void GpuBackend::begin_step(const StepBatch& batch) {
+  make_current();
+  const size_t n = batch.token_ids.size(), seqs = batch.context_len.size();
+  const size_t total = 4 * n + 3 * seqs + 1 + batch.logits_rows.size() + batch.block_tables.size();
+  absl::StatusOr<bool> moved = reserve_step_memory(step_mem_, total);
+  if (!moved.ok()) {
+    record(moved.status());
+    step_ = gpu::DeviceStep{};
+    return;
+  }
+  upload_step(batch, step_mem_, /*stride=*/0);
+}
+
+void GpuBackend::begin_graph_step(const StepBatch& batch, int32_t max_context) {
+  make_current();
+  // Nine arrays of at most `stride` elements (query_start's n + 1 included), then the tables.
+  const size_t longest = std::max({batch.token_ids.size(), batch.context_len.size() + 1,
+                                   batch.logits_rows.size()});
+  if (longest > graph_stride_) {
+    graph_stride_ = std::max(longest, 2 * graph_stride_);
+    ++graph_generation_;  // every array moves
+  }
+  const size_t total = 9 * graph_stride_ + batch.block_tables.size();
+  absl::StatusOr<bool> moved = reserve_step_memory(graph_step_mem_, total);
+  if (!moved.ok()) {
+    record(moved.status());
+    step_ = gpu::DeviceStep{};
+    return;
+  }
+  if (*moved) ++graph_generation_;
+  upload_step(batch, graph_step_mem_, graph_stride_);
+  step_.max_decode_context = std::max(step_.max_decode_context, max_context);
 }
 
 void GpuBackend::embedding(const Tensor& table, const Tensor& out) {
@@ -414,6 +453,7 @@ absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {
   const size_t want = std::max(floats, 2 * decode_part_floats_);
   GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&decode_part_), want * sizeof(float)));
   decode_part_floats_ = want;
+  ++graph_generation_;  // recordings point at the old partials
   return absl::OkStatus();
 }
 
@@ -457,6 +497,54 @@ void GpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
   }
   record(GPU_STATUS(gpu::sample(logits.as<float>(), logits.dim(1), device_rows.data(),
                                 static_cast<int32_t>(n), tokens.as<int32_t>(), stream_)));
+}
+
+uint64_t GpuBackend::solutions_version() const {
+  return gemm_solutions_ != nullptr ? gemm_solutions_->version() : 0;
+}
+
+void GpuBackend::drop_graph(StepGraph& g) {
+  if (g.exec != nullptr) (void)gpuGraphExecDestroy(g.exec);
+  g.exec = nullptr;
+  g.ran = false;
+}
+
+absl::Status GpuBackend::run_graph(uint64_t key, absl::FunctionRef<void()> ops) {
+  make_current();
+  StepGraph& g = graphs_[key];
+  const bool current = g.generation == graph_generation_ && g.solutions == solutions_version();
+  if (!current) drop_graph(g);
+  if (g.exec != nullptr) {
+    ++graph_replays_;
+    return GPU_STATUS(gpuGraphLaunch(g.exec, stream_));
+  }
+  if (!g.ran || g.unrecordable || !error_.ok()) {
+    // Directly: buffers grow and GEMMs are tuned now, so the next run records what stays.
+    ops();
+    g.ran = true;
+    g.generation = graph_generation_;
+    g.solutions = solutions_version();
+    return absl::OkStatus();
+  }
+  gpuGraph_t graph = nullptr;
+  absl::Status s = GPU_STATUS(gpuStreamBeginCapture(stream_, gpuStreamCaptureModeThreadLocal));
+  if (s.ok()) {
+    ops();
+    s = GPU_STATUS(gpuStreamEndCapture(stream_, &graph));
+  }
+  if (s.ok() && error_.ok()) s = GPU_STATUS(gpuGraphInstantiate(&g.exec, graph));
+  if (graph != nullptr) (void)gpuGraphDestroy(graph);
+  if (!s.ok() || !error_.ok()) {
+    // Nothing of the step ran: it fails; the key runs directly from now on.
+    (void)gpuGetLastError();
+    g.exec = nullptr;
+    g.unrecordable = true;
+    absl::Status failed = !error_.ok() ? error_ : s;
+    return absl::InternalError(str_cat(name_, ": recording the decode step graph failed (it runs ",
+                                       "without a graph from now on): ", failed.message()));
+  }
+  ++graphs_recorded_;
+  return GPU_STATUS(gpuGraphLaunch(g.exec, stream_));
 }
 
 absl::Status GpuBackend::synchronize() {

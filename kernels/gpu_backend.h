@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -52,12 +53,18 @@ class GpuBackend final : public Backend {
   void sample(const Tensor& logits, std::span<const SamplingRow> rows,
               const Tensor& tokens) override;
   absl::Status synchronize() override;
+  bool records_graphs() const override { return true; }
+  void begin_graph_step(const StepBatch& batch, int32_t max_context) override;
+  absl::Status run_graph(uint64_t key, absl::FunctionRef<void()> ops) override;
   TunableGemm* tunable_gemm() override { return tunable_gemm_.get(); }
 
   gpuStream_t stream() const { return stream_; }
   // The current step's metadata on the device, for benchmarks that call kernels directly.
   const gpu::DeviceStep& device_step() const { return step_; }
   int multiprocessors() const { return multiprocessors_; }
+  // Decode step graphs recorded and replayed so far (run_graph).
+  uint64_t graphs_recorded() const { return graphs_recorded_; }
+  uint64_t graph_replays() const { return graph_replays_; }
 
  private:
   explicit GpuBackend(int device) : device_(device) {}
@@ -77,6 +84,34 @@ class GpuBackend final : public Backend {
   // Grows the split-KV decode partials (fp32) to at least `floats`.
   absl::Status ensure_decode_workspace(size_t floats);
 
+  // A step's int32 metadata: pinned host staging, its device twin, and the event of the last
+  // upload (the staging is not rewritten before that copy has left it).
+  struct StepMemory {
+    int32_t* host = nullptr;
+    int32_t* dev = nullptr;
+    size_t capacity = 0;  // int32 elements in each
+    gpuEvent_t copied = nullptr;
+  };
+  // Makes `mem` hold at least `elements`; returns whether it had to move (reallocate).
+  absl::StatusOr<bool> reserve_step_memory(StepMemory& mem, size_t elements);
+  void free_step_memory(StepMemory& mem);
+  // Classifies `batch`'s sequences and uploads its metadata into `mem`: arrays back to back when
+  // `stride` is 0, else each per-token and per-sequence array at a multiple of `stride` elements
+  // (the block tables last), so that the addresses depend only on the stride.
+  void upload_step(const StepBatch& batch, StepMemory& mem, size_t stride);
+
+  // A recorded decode step (run_graph). `generation` and `solutions` are what the recording (or
+  // the direct run before it) was made under; either moving makes it stale.
+  struct StepGraph {
+    gpuGraphExec_t exec = nullptr;  // null until recorded
+    uint64_t generation = 0;
+    uint64_t solutions = 0;
+    bool ran = false;         // ran directly once under `generation` and `solutions`
+    bool unrecordable = false;  // recording failed once: the key runs directly from then on
+  };
+  uint64_t solutions_version() const;
+  void drop_graph(StepGraph& g);
+
   int device_;
   std::string name_;
   int multiprocessors_ = 1;
@@ -93,11 +128,16 @@ class GpuBackend final : public Backend {
   float* scratch_ = nullptr;
   static constexpr size_t kScratchFloats = size_t{8} << 20;  // 32 MiB
 
-  // The step's int32 metadata: one pinned host buffer, one device buffer, one copy per step.
-  int32_t* step_host_ = nullptr;
-  int32_t* step_dev_ = nullptr;
-  size_t step_capacity_ = 0;  // int32 elements in each
-  gpuEvent_t step_copied_ = nullptr;
+  // Eager steps' metadata (moves when it grows) and graph steps' (at fixed strides; growing it
+  // bumps graph_generation_).
+  StepMemory step_mem_;
+  StepMemory graph_step_mem_;
+  size_t graph_stride_ = 0;  // per-array elements of graph_step_mem_
+  // Moves whenever memory a recording points into moves (graph step metadata, decode partials).
+  uint64_t graph_generation_ = 1;
+  std::unordered_map<uint64_t, StepGraph> graphs_;
+  uint64_t graphs_recorded_ = 0;
+  uint64_t graph_replays_ = 0;
   gpuEvent_t hop_done_ = nullptr;    // the last copy_to() to another GPU, for its stream to wait on
   std::vector<int> peers_enabled_;  // GPUs enable_peer_access() has handled
   float* decode_part_ = nullptr;  // split-KV partial accumulators, then (max, sum) pairs

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/model/weight_source.h"
@@ -99,6 +100,32 @@ class Backend {
                       const Tensor& tokens) = 0;
   // Waits for the step's work (a no-op on CPU).
   virtual absl::Status synchronize() = 0;
+
+  // --- decode graphs -----------------------------------------------------------------------
+  // A decode step's work recorded once per shape and replayed (CUDA/HIP graphs): every launch's
+  // arguments -- pointers, sizes, split-KV plans, GEMM algorithms -- are fixed when recorded;
+  // between replays only the contents of the step's metadata change.
+  //
+  // Whether run_graph() records and replays; the CPU backend runs the ops directly.
+  virtual bool records_graphs() const { return false; }
+  // begin_step() for a step run through run_graph(): the metadata goes to memory whose address
+  // does not move (a replay reads it where the recording did), and attention plans its split-KV
+  // work for contexts of up to `max_context` keys instead of this batch's longest, so that one
+  // recording serves every batch of its key.
+  virtual void begin_graph_step(const StepBatch& batch, int32_t max_context) {
+    (void)max_context;
+    begin_step(batch);
+  }
+  // Queues the work `ops` queues on this backend as the graph recorded under `key`. The first
+  // time a key runs, its ops run directly (buffers grow and GEMMs are tuned then); the second time
+  // they are recorded, and replayed from then on. A recording made before this backend's buffers
+  // or its GEMM solutions changed is made again the same way. `ops` must read the step only
+  // through the metadata begin_graph_step() uploaded, and use the same tensors for the same key.
+  virtual absl::Status run_graph(uint64_t key, absl::FunctionRef<void()> ops) {
+    (void)key;
+    ops();
+    return absl::OkStatus();
+  }
 
   // --- GEMM tuning (runtime/tuning/) --------------------------------------------------------
   // This backend's GEMM algorithms, for the tuner; nullptr when it has nothing to tune.

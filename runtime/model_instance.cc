@@ -148,6 +148,10 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
                    ? std::string(", kv_cache_bytes")
                    : str_cat(" of ", free_after_load / 1048576, " MiB free after loading, kv_cache_fraction ",
                              fraction));
+  if (const int64_t graphs = inst->model_->largest_graph_bucket(); graphs > 0) {
+    spdlog::info("decode graphs: decode steps of up to {} sequences padded to their bucket and "
+                 "replayed as graphs recorded per bucket and context class", graphs);
+  }
   inst->engine_ = std::make_unique<Engine>(*inst->model_, *inst->cache_, inst->files_.tokenizer(),
                                            engine_config);
   return inst;

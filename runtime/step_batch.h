@@ -12,7 +12,9 @@ struct StepBatch {
   // Per token: [n_tokens]
   std::vector<int32_t> token_ids;
   std::vector<int32_t> positions;     // absolute position in its sequence
-  std::vector<int32_t> slot_mapping;  // KV slot = block_id * block_size + offset in block
+  // KV slot = block_id * block_size + offset in block; < 0 for a padding token, whose K/V no
+  // one keeps (the cache write skips it).
+  std::vector<int32_t> slot_mapping;
 
   // Per sequence: [n_seqs + 1] and [n_seqs]
   std::vector<int32_t> query_start;  // cumulative: sequence s owns tokens [qs[s], qs[s+1])

@@ -17,6 +17,9 @@
 #   tuning   the 8B-shaped model served untuned, then with tuning_mode warmup (every GEMM of the
 #            default buckets tuned before readiness; the time it takes), `tessera bench serve`
 #            at concurrency 1 and 64 on each; GPU kernel tests first
+#   graphs   GPU kernel tests (decode graphs against direct steps among them); tesserad on the
+#            8B-shaped model
+#            with --decode-graphs off, then auto, `tessera bench serve` at concurrency 1 and 64
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -25,7 +28,7 @@
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-stage=${1:?usage: scripts/gpu-check.sh kernels|e2e|default|gemm [BUNDLE_DIR]}
+stage=${1:?usage: scripts/gpu-check.sh kernels|e2e|default|multi|tuning|graphs|gemm [BUNDLE_DIR]}
 bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
@@ -160,13 +163,20 @@ PY
   done
 }
 
-run_tuning() {
-  local model=/tmp/llama8b
+# The GPU kernel tests, log $out/gpu_kernel_tests.log; prints failures, the summary, and the
+# lines matching the extended regex $1 when given.
+kernel_tests() {
   local start=$(date +%s)
   "$bundle/bin/gpu_kernel_tests" --gtest_color=no > "$out/gpu_kernel_tests.log" 2>&1 || status=$?
   echo "gpu_kernel_tests: exit $status in $(( $(date +%s) - start ))s"
   grep -E '^\[ +(FAILED|SKIPPED) +\]|Failure' "$out/gpu_kernel_tests.log" | head -10
-  grep -E '^\[  PASSED' "$out/gpu_kernel_tests.log"
+  grep -E "^\[  PASSED${1:+|$1}" "$out/gpu_kernel_tests.log"
+}
+
+run_tuning() {
+  local model=/tmp/llama8b
+  local start
+  kernel_tests
   python3 tests/reference/random_llama.py "$model" || { status=1; return; }
   for mode in off warmup; do
     start=$(date +%s)
@@ -181,6 +191,21 @@ run_tuning() {
     stop_server
   done
   [[ -f "$out/tunableop_results0.csv" ]] && { echo "results: $(grep -vc '^Validator' "$out/tunableop_results0.csv") GEMMs"; grep -v '^Validator' "$out/tunableop_results0.csv" | cut -d, -f3 | sed 's/_.*//' | sort | uniq -c; }
+}
+
+run_graphs() {
+  local model=/tmp/llama8b
+  kernel_tests '^\[ metric \] (decode_graphs|llama_e2e)'
+  python3 tests/reference/random_llama.py "$model" || { status=1; return; }
+  for mode in off auto; do
+    start_server "graphs_$mode" --decode-graphs $mode || continue
+    grep -o '"message":"decode graphs[^"]*"' "$out/tesserad_graphs_$mode.log"
+    for c in 1 64; do
+      bench_serve "graphs_$mode" $c
+      echo "graphs $mode c=$c: $(grep -m1 "output throughput" "$out/serve_graphs_${mode}_c$c.log") $(grep -m1 "^ITL" "$out/serve_graphs_${mode}_c$c.log")"
+    done
+    stop_server
+  done
 }
 
 run_gemm() {
@@ -215,6 +240,7 @@ case "$stage" in
   e2e) run_e2e ;;
   default) run_default ;;
   gemm) run_gemm ;;
+  graphs) run_graphs ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 exit $status

@@ -266,6 +266,11 @@ const std::vector<KeySpec>& specs() {
     s.push_back(int_key("micro_batches", "an integer in [1, 64]",
                         "parts each step is split into so that the devices of a split model work at once",
                         &DaemonConfig::micro_batches, 1, 64));
+    s.push_back(enum_key("decode_graphs", "one of auto, off",
+                         "decode steps padded to the decode buckets and replayed as CUDA/HIP graphs "
+                         "recorded per bucket: auto = where the backend records them (GPU); off = "
+                         "every step launched op by op", &DaemonConfig::decode_graphs,
+                         {"auto", "off"}));
     s.push_back(int_key("max_batch_tokens", "an integer in [1, 1048576]",
                         "tokens per engine step: decode tokens plus prefill chunks",
                         &DaemonConfig::max_batch_tokens, 1, 1 << 20));

@@ -44,6 +44,8 @@ InstanceOptions instance_options(const DaemonConfig& config) {
   options.max_memory = config.max_memory;
   options.kv_reserve_bytes = static_cast<uint64_t>(config.kv_reserve);
   options.execution.micro_batches = config.micro_batches;
+  options.execution.decode_graphs =
+      config.decode_graphs == "off" ? DecodeGraphs::kOff : DecodeGraphs::kAuto;
   options.limits.max_batch_tokens = config.max_batch_tokens;
   options.limits.max_logit_rows = config.max_num_seqs;
   options.block_size = config.block_size;

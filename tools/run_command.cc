@@ -30,6 +30,7 @@ constexpr char kUsage[] =
     "      --device-map MAP        auto, balanced, balanced_low_0, sequential, or prefix=device,...\n"
     "      --max-memory CAPS       per-device memory caps, e.g. 0=20GiB,1=20GiB\n"
     "      --micro-batches N       parts a step flows through the devices in (default 1)\n"
+    "      --decode-graphs auto|off  replay decode steps as recorded GPU graphs (default auto)\n"
     "      --threads N             CPU threads (default: every core)\n";
 
 int fail(const absl::Status& status) {
@@ -57,7 +58,7 @@ absl::Status read_sampling(const Args& args, Request& request) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads", "backend", "gpu-device", "devices", "device-map", "max-memory", "micro-batches"}, sampling_value_flags()}),
+  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads", "backend", "gpu-device", "devices", "device-map", "max-memory", "micro-batches", "decode-graphs"}, sampling_value_flags()}),
                           {"chat", "help"});
   if (!args.ok()) return fail(args.status());
   if (args->has("help")) return print_usage(kUsage);
@@ -94,6 +95,11 @@ int run_command(int argc, char** argv) {
   auto micro_batches = args->get_int("micro-batches", 1);
   if (!micro_batches.ok()) return fail(micro_batches.status());
   options.execution.micro_batches = static_cast<int32_t>(*micro_batches);
+  if (const std::string graphs = args->get("decode-graphs", "auto"); graphs == "off") {
+    options.execution.decode_graphs = DecodeGraphs::kOff;
+  } else if (graphs != "auto") {
+    return fail(absl::InvalidArgumentError("--decode-graphs: \"" + graphs + "\" is not auto or off"));
+  }
   options.engine.max_num_seqs = 1;
   options.limits.max_logit_rows = 1;
   // One sequence: the cache needs its context and no more.

@@ -36,6 +36,7 @@ void rope_and_cache(float* qkv, const float* inv_freq, const StepBatch& batch, A
     const int32_t pos = batch.positions[t];
     for (int32_t h = 0; h < s.num_heads + s.num_kv_heads; ++h) rotate_half(row + h * d, inv_freq, d, pos);
     const int64_t slot = batch.slot_mapping[t];
+    if (slot < 0) continue;  // padding: no cache entry
     const float* k = row + static_cast<int64_t>(s.num_heads) * d;
     std::memcpy(k_cache + slot * kv_row, k, kv_row * sizeof(float));
     std::memcpy(v_cache + slot * kv_row, k + kv_row, kv_row * sizeof(float));

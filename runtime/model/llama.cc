@@ -1,9 +1,11 @@
 #include "runtime/model/llama.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/graph_step.h"
 #include "runtime/model/rope.h"
 #include "runtime/status_macros.h"
 
@@ -16,6 +18,12 @@ std::string layer_name(int64_t i, std::string_view suffix) {
 }
 
 }  // namespace
+
+LlamaModel::LlamaModel(ModelConfig config, ForwardLimits limits, ExecutionOptions execution)
+    : config_(std::move(config)), limits_(limits), execution_(std::move(execution)) {
+  static std::atomic<uint32_t> next_id{0};
+  id_ = next_id++;
+}
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource& weights,
                                                              Backend& backend,
@@ -54,6 +62,22 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource&
     TESSERA_RETURN_IF_ERROR(
         model->allocate_activations(model->stages_[s], s + 1 == model->stages_.size()));
   }
+  const DecodeGraphs graphs = model->execution_.decode_graphs;
+  model->graphs_ = graphs == DecodeGraphs::kAlways;
+  if (graphs == DecodeGraphs::kAuto) {
+    model->graphs_ = std::all_of(model->stages_.begin(), model->stages_.end(), [](const Stage& st) {
+      return st.segment.backend->records_graphs();
+    });
+  }
+  if (model->graphs_) {
+    // The largest bucket whose padded step fits the activations.
+    const Capacity cap = capacity(model->limits_, model->execution_);
+    model->graph_buckets_ = *padding_buckets(model->execution_);
+    for (int64_t b : model->graph_buckets_.decode) {
+      if (b <= cap.tokens && b <= cap.logit_rows) model->largest_graph_bucket_ = b;
+    }
+    model->graphs_ = model->largest_graph_bucket_ > 0;
+  }
   return model;
 }
 
@@ -80,12 +104,19 @@ ModelFootprint LlamaModel::footprint(const ModelConfig& c, DType dtype) {
   return f;
 }
 
+std::optional<TokenBuckets> LlamaModel::padding_buckets(const ExecutionOptions& execution) {
+  if (execution.gemm_buckets) return execution.gemm_buckets;
+  if (execution.decode_graphs != DecodeGraphs::kOff) return TokenBuckets{};
+  return std::nullopt;
+}
+
 LlamaModel::Capacity LlamaModel::capacity(const ForwardLimits& limits,
                                           const ExecutionOptions& execution) {
   Capacity cap{limits.max_batch_tokens, limits.max_logit_rows};
-  if (!execution.gemm_buckets) return cap;
+  const std::optional<TokenBuckets> buckets = padding_buckets(execution);
+  if (!buckets) return cap;
   // A part ends at most at the limit; its padding reaches past it by at most this much.
-  const TokenBuckets& b = *execution.gemm_buckets;
+  const TokenBuckets& b = *buckets;
   int64_t token_pad = 0, row_pad = 0;
   for (int64_t n = 1; n <= limits.max_batch_tokens; ++n) {
     token_pad = std::max({token_pad, padded_step_tokens(b, n, true) - n,
@@ -262,26 +293,34 @@ absl::Status LlamaModel::run_step(const StepBatch& batch, const KvCache& cache,
                                             limits_.max_batch_tokens, ", ", limits_.max_logit_rows,
                                             ") or the logits, rows or tokens span is misshapen"));
   }
-  if (stages_.size() > 1 && execution_.micro_batches > 1) {
+  // Every stage's errors, the first one reported.
+  absl::Status status;
+  if (runs_as_graph(batch)) {
+    status = run_graph_step(batch, cache);
+  } else if (stages_.size() > 1 && execution_.micro_batches > 1) {
     split_step_batch(batch, execution_.micro_batches, &parts_);
     for (const StepBatchPart& part : parts_) {
       const int64_t m = gemm_rows(part.batch);
       for (size_t s = 0; s < stages_.size(); ++s) {
+        stages_[s].segment.backend->begin_step(part.batch);
+        receive_residual(s, part.first_token, part.batch.num_tokens());
         run_stage(s, part.batch, m, part.first_token, part.first_logit_row, cache);
       }
     }
   } else {
     const int64_t m = gemm_rows(batch);
-    for (size_t s = 0; s < stages_.size(); ++s) run_stage(s, batch, m, 0, 0, cache);
+    for (size_t s = 0; s < stages_.size(); ++s) {
+      stages_[s].segment.backend->begin_step(batch);
+      receive_residual(s, 0, n);
+      run_stage(s, batch, m, 0, 0, cache);
+    }
   }
   const Stage& last = stages_.back();
   Backend& b = *last.segment.backend;
   const Tensor logits = last.act.logits.rows(0, n_logits);
   const Tensor tokens = sampled_.rows(0, n_logits);
   // Only the int32 tokens cross to the host, not n_logits rows of vocab fp32 logits.
-  if (sampled) b.sample(logits, output.rows, tokens);
-  // Every stage's errors, the first one reported.
-  absl::Status status;
+  if (sampled && status.ok()) b.sample(logits, output.rows, tokens);
   for (const Stage& stage : stages_) status.Update(stage.segment.backend->synchronize());
   if (!status.ok() || n_logits == 0) return status;
   if (sampled) {
@@ -290,6 +329,36 @@ absl::Status LlamaModel::run_step(const StepBatch& batch, const KvCache& cache,
     b.copy_to_host(output.logits.data(), logits.data, logits.nbytes());
   }
   return b.synchronize();
+}
+
+bool LlamaModel::runs_as_graph(const StepBatch& batch) const {
+  if (!graphs_ || (stages_.size() > 1 && execution_.micro_batches > 1)) return false;
+  return batch.num_tokens() <= largest_graph_bucket_ && is_decode_step(batch);
+}
+
+absl::Status LlamaModel::run_graph_step(const StepBatch& batch, const KvCache& cache) {
+  const int32_t bucket =
+      static_cast<int32_t>(decode_bucket(graph_buckets_, batch.num_tokens()));
+  const int32_t max_context = graph_context_class(batch);
+  pad_decode_step(batch, bucket, max_context, cache.block_size(), &graph_batch_);
+  absl::Status status;
+  for (size_t s = 0; s < stages_.size() && status.ok(); ++s) {
+    Backend& b = *stages_[s].segment.backend;
+    b.begin_graph_step(graph_batch_, max_context);
+    // The hop between devices stays outside the recordings: each is one device's work.
+    receive_residual(s, 0, bucket);
+    status = b.run_graph(graph_key(id_, s, bucket, max_context),
+                         [&] { run_stage(s, graph_batch_, bucket, 0, 0, cache); });
+  }
+  return status;
+}
+
+void LlamaModel::receive_residual(size_t s, int64_t first_token, int64_t n) {
+  if (s == 0) return;
+  const Stage& prev = stages_[s - 1];
+  const Tensor residual = stages_[s].act.residual.rows(first_token, n);
+  prev.segment.backend->copy_to(*stages_[s].segment.backend, residual.data,
+                                prev.act.residual.rows(first_token, n).data, residual.nbytes());
 }
 
 void LlamaModel::run_stage(size_t s, const StepBatch& part, int64_t m, int64_t first_token,
@@ -309,14 +378,7 @@ void LlamaModel::run_stage(size_t s, const StepBatch& part, int64_t m, int64_t f
   const Tensor gate_up = a.gate_up.rows(first_token, n);
   auto padded = [&](const Tensor& t) { return t.rows(first_token, m); };
 
-  b.begin_step(part);
-  if (s == 0) {
-    b.embedding(embed_, residual);
-  } else {
-    const Stage& prev = stages_[s - 1];
-    prev.segment.backend->copy_to(b, residual.data, prev.act.residual.rows(first_token, n).data,
-                                  residual.nbytes());
-  }
+  if (s == 0) b.embedding(embed_, residual);
   for (int32_t i = stage.segment.first_layer; i < stage.segment.end_layer(); ++i) {
     const Layer& l = layers_[i];
     const KvLayerView kv = cache.layer(i);

@@ -27,9 +27,20 @@
 
 namespace tessera {
 
+// When decode steps run as recorded graphs (runtime/graph_step.h, Backend::run_graph).
+enum class DecodeGraphs {
+  kOff,
+  kAuto,    // where every stage's backend records graphs (the GPU)
+  kAlways,  // on every backend: the CPU runs the same padded steps directly (how tests cover them)
+};
+
 struct ExecutionOptions {
-  // Parts each step is split into when the model spans several stages (1 = no split).
+  // Parts each step is split into when the model spans several stages (1 = no split). A step
+  // split into parts runs without graphs.
   int32_t micro_batches = 1;
+  // Decode-only steps of at most the largest decode bucket are padded to their bucket and run as
+  // graphs (the buckets of gemm_buckets when set, else TokenBuckets' defaults).
+  DecodeGraphs decode_graphs = DecodeGraphs::kAuto;
   // When set, every GEMM runs on its token count padded to these buckets (token_buckets.h), so
   // that a tuned shape is the one that runs; the padding rows compute nothing anyone reads.
   std::optional<TokenBuckets> gemm_buckets;
@@ -61,6 +72,8 @@ class LlamaModel final : public ForwardModel {
   KvCacheShape kv_cache_shape(int32_t num_blocks, int32_t block_size) const;
   size_t weight_bytes() const { return weight_bytes_; }
   const std::vector<LayerSegment>& segments() const { return segments_; }
+  // The most sequences a decode step may have to run as graphs; 0 when steps run without them.
+  int64_t largest_graph_bucket() const { return graphs_ ? largest_graph_bucket_ : 0; }
 
   absl::Status forward(const StepBatch& batch, const KvCache& cache,
                        std::span<float> logits) override;
@@ -98,15 +111,16 @@ class LlamaModel final : public ForwardModel {
     Tensor inv_freq;  // [head_dim / 2] fp32
     Activations act;  // `last` and `logits` only on the last stage
   };
-  // Rows the activations hold: the limits plus the most that GEMM padding adds to a part.
+  // Rows the activations hold: the limits plus the most that GEMM or graph padding adds to a part.
   struct Capacity {
     int64_t tokens = 0;
     int64_t logit_rows = 0;
   };
 
-  LlamaModel(ModelConfig config, ForwardLimits limits, ExecutionOptions execution)
-      : config_(std::move(config)), limits_(limits), execution_(std::move(execution)) {}
+  LlamaModel(ModelConfig config, ForwardLimits limits, ExecutionOptions execution);
   static Capacity capacity(const ForwardLimits& limits, const ExecutionOptions& execution);
+  // The buckets steps are padded to: gemm_buckets, else the defaults when graphs may run.
+  static std::optional<TokenBuckets> padding_buckets(const ExecutionOptions& execution);
   absl::StatusOr<Tensor> allocate(Backend& backend, DType dtype, std::initializer_list<int64_t> dims);
   absl::StatusOr<Tensor> load_tensor(Backend& backend, const WeightSource& weights,
                                      std::initializer_list<std::string_view> names,
@@ -123,7 +137,14 @@ class LlamaModel final : public ForwardModel {
   absl::Status run_step(const StepBatch& batch, const KvCache& cache, const StepOutput& output);
   // The row count the layers' GEMMs run with for `part`: its tokens, padded to the buckets.
   int64_t gemm_rows(const StepBatch& part) const;
-  // Queues stage `s`'s share of one part of the step; its GEMMs run over `m` rows.
+  // Whether `batch` runs as graphs (graphs_ on, decode only, within the largest decode bucket).
+  bool runs_as_graph(const StepBatch& batch) const;
+  // Queues the padded step through each stage's recorded graph.
+  absl::Status run_graph_step(const StepBatch& batch, const KvCache& cache);
+  // Stage `s` > 0 receives the residual stream rows [first_token, first_token + n) from s - 1.
+  void receive_residual(size_t s, int64_t first_token, int64_t n);
+  // Queues stage `s`'s work on one part of the step (after begin_step and the residual's hop):
+  // the embedding on the first stage, its layers, and the head on the last; GEMMs over `m` rows.
   void run_stage(size_t s, const StepBatch& part, int64_t m, int64_t first_token,
                  int64_t first_logit_row, const KvCache& cache);
 
@@ -139,6 +160,11 @@ class LlamaModel final : public ForwardModel {
   std::vector<Layer> layers_;
   std::vector<Stage> stages_;
   std::vector<StepBatchPart> parts_;  // the current step's micro-batches (reused)
+  bool graphs_ = false;               // decode steps run as graphs
+  uint32_t id_;                        // unique per loaded model: its graphs' keys
+  TokenBuckets graph_buckets_;          // what graph steps are padded to
+  int64_t largest_graph_bucket_ = 0;
+  StepBatch graph_batch_;             // the current graph step, padded (reused)
   Tensor sampled_;  // [logit rows] int32 on the last stage: the backend's sample op writes here
 };
 
