@@ -1,16 +1,29 @@
-// Device sampling: one CTA per logit row, the math of runtime/sampling_math.h. Every pass streams
-// the fp32 row (it stays in L2 across passes):
-//   1. max and argmax (greedy stops here);
-//   2. top-k: the k-th largest logit key by radix select (4 digit passes of 8 bits, count
-//      histograms);
-//   3. the mass left after top-k and min-p (integer masses, a block reduction);
-//   4. top-p: the largest logit key whose kept mass reaches the target, by the same radix select
-//      with mass histograms;
-//   5. the draw: each warp sums its contiguous slice of the row, the slice holding the draw point
-//      is found from those sums, and its warp scans it in order to the token.
-// Masses are 64-bit integers (sampling_mass), so every sum is exact whatever the order of the
-// atomics and reductions: the result is deterministic and equals the CPU reference's except
-// where exp() differs in the last bit right at a boundary.
+// Device sampling: one CTA of 1024 threads per logit row, the math of runtime/sampling_math.h,
+// no memory beyond the logits, the tokens and static shared memory. The passes over the fp32 row
+// (the first from HBM, the rest from L2; float4 loads where the row is 16-byte aligned):
+//   1. max, argmax and min (greedy stops here);
+//   2. (top-k or top-p) a bucket histogram: bucket(logit) = floor((max - logit) * scale), 2048
+//      buckets over [max - span, max] with span = min(max - min, 28.5 T). It is monotone in the
+//      logit and ties share a bucket, so every threshold on logit keys lies in one bucket and the
+//      buckets above it are wholly kept. Counts (top-k) and masses after min-p (top-p) per
+//      bucket; when the span is cut at 28.5 T the last bucket holds only tokens with w < 2^-40
+//      (no mass: (max - logit) / T >= 28.48 there) and takes no atomics;
+//   3. top-k: the bucket holding the k-th largest logit, from the counts; that bucket's keys
+//      (and indices) are collected into shared memory and the exact k-th key found there by
+//      radix select over the bits in which the bucket's keys differ (a bucket of one key, i.e.
+//      ties, needs none);
+//   4. top-p: the same with masses (the top-k bucket counting only its kept part); the collected
+//      bucket is reused when it is the same one;
+//   5. the draw: per warp slice (a contiguous 1/kWarps of the row) the
+//      kept mass, then the whole block scans the slice holding the draw point, in index order, to
+//      the token. The collect pass of the bucket that holds the final threshold already sums each
+//      slice's mass above that bucket and keeps the bucket's tokens, so then the draw reads only
+//      the one slice; otherwise (no top-k/top-p) it is a pass of its own.
+// A bucket of more distinct keys than shared memory holds falls back to selecting over the row
+// (restricted to the bucket) and a separate draw pass: slower, the same answer. Masses are 64-bit
+// integers (sampling_mass), accumulated exactly (32-bit shared atomics that carry into a high
+// word), so every sum is exact whatever the order: the result is deterministic and equals the CPU
+// reference's except where exp() differs in the last bit right at a boundary.
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/gpu_ops.h"
 #include "runtime/sampling_math.h"
@@ -19,21 +32,73 @@ namespace tessera::gpu {
 
 namespace {
 
-constexpr int kThreads = 512;
+constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / kWarpSize;
+constexpr int kBuckets = 2048;
 constexpr int kDigitBits = 8;
-constexpr int kBins = 1 << kDigitBits;
-constexpr int kBinsPerLane = kBins / kWarpSize;
-static_assert(kBins % kWarpSize == 0, "each lane of the bin search owns whole bins");
+constexpr int kDigitBins = 1 << kDigitBits;
+constexpr int kCollect = 2560;        // keys of one bucket that shared memory holds
+constexpr float kSpanCutoff = 28.5f;  // (max - logit) / T beyond this: w < 2^-40, no mass
+static_assert(kDigitBins <= kThreads, "find_crossing gives each thread at most one digit bin");
+
+using LaneMask = unsigned long long;
+
+// The few warp operations gpu.h does not wrap; sampling is their only user.
+__device__ __forceinline__ LaneMask warp_ballot(bool pred) {
+#if defined(TESSERA_HIP)
+  return __ballot(pred);
+#else
+  return __ballot_sync(0xffffffffu, pred);
+#endif
+}
+template <typename T>
+__device__ __forceinline__ T shfl_from(T v, int src) {
+#if defined(TESSERA_HIP)
+  return __shfl(v, src, kWarpSize);
+#else
+  return __shfl_sync(0xffffffffu, v, src, kWarpSize);
+#endif
+}
+__device__ __forceinline__ int lowest_lane(LaneMask m) { return __ffsll(static_cast<long long>(m)) - 1; }
 
 struct SampleShared {
-  unsigned long long hist[kWarps][kBins];  // one histogram per warp: fewer colliding atomics
-  unsigned long long warp_mass[kWarps];
+  uint32_t bucket_count[kBuckets];
+  uint32_t bucket_lo[kBuckets];  // masses: low words; high words take the carries
+  uint32_t bucket_hi[kBuckets];
+  uint32_t digit_lo[kDigitBins];
+  uint32_t digit_hi[kDigitBins];
+  uint32_t keys[kCollect];  // one bucket's keys and their indices (collect and select)
+  uint32_t index[kCollect];
+  unsigned long long slice_below[kWarps];  // per draw slice: kept mass above the bucket
+  uint32_t slice_count[kWarps];            // per draw slice: the bucket's tokens
+  uint32_t slice_lo[kWarps], slice_hi[kWarps];
+  unsigned long long warp_part[kWarps];
   float warp_max[kWarps];
-  int32_t warp_argmax[kWarps];
-  uint32_t bin;               // the bin search's answer
-  unsigned long long above;   // mass above the chosen bin
+  float warp_min[kWarps];
+  int32_t warp_arg[kWarps];
+  uint32_t warp_base[kWarps];
+  uint32_t n_collect;
+  uint32_t kmin, kmax;
+  int32_t cross_index;
+  unsigned long long cross_before;
+  int32_t chosen_slice;
 };
+static_assert(sizeof(SampleShared) <= 48 * 1024, "static shared memory");
+
+// v added exactly to the 64-bit value held as (hi, lo): the low word's atomic reports whether it
+// wrapped, and the carry goes to the high word with v's own high bits.
+__device__ __forceinline__ void add_split(uint32_t* lo, uint32_t* hi, uint64_t v) {
+  const uint32_t vlo = static_cast<uint32_t>(v);
+  uint32_t vhi = static_cast<uint32_t>(v >> 32);
+  if (vlo != 0) {
+    const uint32_t old = atomicAdd(lo, vlo);
+    vhi += old + vlo < old ? 1u : 0u;
+  }
+  if (vhi != 0) atomicAdd(hi, vhi);
+}
+__device__ __forceinline__ uint64_t read_split(const uint32_t* lo, const uint32_t* hi, int i) {
+  return (static_cast<uint64_t>(hi[i]) << 32) | lo[i];
+}
 
 __device__ __forceinline__ uint64_t shfl_xor_u64(uint64_t v, int lane_mask) {
   const uint32_t lo = shfl_xor(static_cast<uint32_t>(v), lane_mask);
@@ -41,211 +106,488 @@ __device__ __forceinline__ uint64_t shfl_xor_u64(uint64_t v, int lane_mask) {
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-__device__ __forceinline__ uint64_t warp_sum(uint64_t v) {
-  for (int m = kWarpSize / 2; m > 0; m >>= 1) v += shfl_xor_u64(v, m);
-  return v;
+// The exclusive prefix sum of v over the block's threads in order; `total` gets the whole sum.
+__device__ uint64_t block_exclusive_scan(uint64_t v, uint64_t& total, SampleShared& sh) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  uint64_t upto = v, group = v;  // inclusive prefix over lanes <= this one; the warp's sum
+  for (int m = 1; m < kWarpSize; m <<= 1) {
+    const uint64_t other = shfl_xor_u64(group, m);
+    if ((lane & m) != 0) upto += other;
+    group += other;
+  }
+  if (lane == 0) sh.warp_part[warp] = group;
+  __syncthreads();
+  uint64_t before = 0, all = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    const uint64_t s = sh.warp_part[w];
+    if (w < warp) before += s;
+    all += s;
+  }
+  __syncthreads();
+  total = all;
+  return before + upto - v;
 }
 
-__device__ uint64_t block_sum(uint64_t v, SampleShared& sh) {
-  v = warp_sum(v);
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  if (lane == 0) sh.warp_mass[warp] = v;
-  __syncthreads();
-  uint64_t total = 0;
-  for (int w = 0; w < kWarps; ++w) total += sh.warp_mass[w];
-  __syncthreads();
-  return total;
-}
-
-// The largest logit and its lowest index; every thread gets them.
-__device__ void block_argmax(const float* row, int64_t vocab, SampleShared& sh, float& max_out,
-                             int32_t& arg_out) {
-  float best = -INFINITY;
-  int32_t arg = -1;
-  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-    const float v = row[i];
-    if (arg < 0 || v > best) {
-      best = v;
-      arg = static_cast<int32_t>(i);
-    }
-  }
-  for (int m = kWarpSize / 2; m > 0; m >>= 1) {
-    const float ov = shfl_xor(best, m);
-    const int32_t oa = shfl_xor(arg, m);
-    if (oa >= 0 && (arg < 0 || ov > best || (ov == best && oa < arg))) {
-      best = ov;
-      arg = oa;
-    }
-  }
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  if (lane == 0) {
-    sh.warp_max[warp] = best;
-    sh.warp_argmax[warp] = arg;
-  }
-  __syncthreads();
-  best = -INFINITY;
-  arg = -1;
-  for (int w = 0; w < kWarps; ++w) {  // warps interleave indices: ties go to the lower index
-    const int32_t a = sh.warp_argmax[w];
-    const float v = sh.warp_max[w];
-    if (a >= 0 && (arg < 0 || v > best || (v == best && a < arg))) {
-      best = v;
-      arg = a;
-    }
-  }
-  __syncthreads();
-  max_out = best;
-  arg_out = arg;
-}
-
-// Radix select over the row's logit keys: the largest key K such that the weight of the elements
-// with key >= K reaches `target` (1 <= target <= the total weight). weight(i, logit, key) is
-// 0 for elements that do not take part. Top-k: weight 1, target k; top-p: mass, target mass.
-template <typename Weight>
-__device__ uint32_t select_key(const float* row, int64_t vocab, uint64_t target, Weight weight,
-                               SampleShared& sh) {
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  uint32_t prefix = 0, mask = 0;
-  uint64_t above = 0;  // weight of the elements whose key is above the current prefix's range
-  for (int shift = 32 - kDigitBits; shift >= 0; shift -= kDigitBits) {
-    unsigned long long* flat = &sh.hist[0][0];
-    for (int j = threadIdx.x; j < kWarps * kBins; j += kThreads) flat[j] = 0;
-    __syncthreads();
-    unsigned long long* mine = sh.hist[warp];
-    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-      const float logit = row[i];
-      const uint32_t key = sampling_logit_key(logit);
-      if ((key & mask) != prefix) continue;
-      const uint64_t w = weight(i, logit, key);
-      if (w != 0) atomicAdd(&mine[(key >> shift) & (kBins - 1)], static_cast<unsigned long long>(w));
-    }
-    __syncthreads();
-    for (int b = threadIdx.x; b < kBins; b += kThreads) {
-      unsigned long long s = 0;
-      for (int w = 0; w < kWarps; ++w) s += sh.hist[w][b];
-      sh.hist[0][b] = s;  // each thread owns its column: no race
-    }
-    __syncthreads();
-    if (warp == 0) {
-      // Lane l owns bins [l * kBinsPerLane, (l + 1) * kBinsPerLane); the answer is the highest
-      // bin b with above + weight(bins >= b) >= target.
-      const unsigned long long* hist = sh.hist[0];
-      uint64_t own = 0;
-      for (int j = 0; j < kBinsPerLane; ++j) own += hist[lane * kBinsPerLane + j];
-      uint64_t from_here = own, group = own;  // inclusive suffix sum over lanes >= this one
-      for (int m = 1; m < kWarpSize; m <<= 1) {
-        const uint64_t other = shfl_xor_u64(group, m);
-        if ((lane & m) == 0) from_here += other;
-        group += other;
+// Over ranks 0..n-1 with weights get(r) (rank 0 first): the rank r where the running sum first
+// reaches target (1 <= target), and the sum of the ranks before it. Returns false (index -1)
+// when the whole sum stays below target.
+struct Crossing {
+  int32_t index;
+  uint64_t before;
+  uint64_t total;
+};
+template <typename Get>
+__device__ Crossing find_crossing(int32_t n, Get get, uint64_t target, SampleShared& sh) {
+  const int32_t per = (n + kThreads - 1) / kThreads;
+  const int32_t lo = threadIdx.x * per, hi = lo + per < n ? lo + per : n;
+  uint64_t own = 0;
+  for (int32_t r = lo; r < hi; ++r) own += get(r);
+  if (threadIdx.x == 0) sh.cross_index = -1;
+  uint64_t total;
+  const uint64_t excl = block_exclusive_scan(own, total, sh);  // its barriers order the init
+  if (excl < target && target <= excl + own) {
+    uint64_t acc = excl;
+    for (int32_t r = lo; r < hi; ++r) {
+      const uint64_t w = get(r);
+      if (acc + w >= target) {
+        sh.cross_index = r;
+        sh.cross_before = acc;
+        break;
       }
-      const uint64_t before = above + (from_here - own);
-      if (before < target && above + from_here >= target) {
-        uint64_t acc = before;
-        for (int j = kBinsPerLane - 1; j >= 0; --j) {
-          const int b = lane * kBinsPerLane + j;
-          if (acc + hist[b] >= target) {
-            sh.bin = static_cast<uint32_t>(b);
-            sh.above = acc;
-            break;
-          }
-          acc += hist[b];
-        }
-      }
+      acc += w;
     }
-    __syncthreads();
-    prefix |= sh.bin << shift;
-    mask |= static_cast<uint32_t>(kBins - 1) << shift;
-    above = sh.above;
   }
-  return prefix;
+  __syncthreads();
+  const Crossing c{sh.cross_index, sh.cross_before, total};
+  __syncthreads();
+  return c;
 }
+
+__device__ __forceinline__ float key_logit(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) != 0 ? key & 0x7fffffffu : ~key);
+}
+
+// One row: its values in groups of four (float4 loads when the row is 16-byte aligned).
+struct RowView {
+  const float* data;
+  int32_t vocab;
+  int32_t groups;
+  bool aligned;
+  // Group g's values; out-of-row slots are -inf and must be masked with valid().
+  __device__ __forceinline__ void load(int32_t g, float v[4]) const {
+    const int32_t i = 4 * g;
+    if (aligned && i + 3 < vocab) {
+      const float4 q = reinterpret_cast<const float4*>(data)[g];
+      v[0] = q.x;
+      v[1] = q.y;
+      v[2] = q.z;
+      v[3] = q.w;
+    } else {
+      for (int c = 0; c < 4; ++c) v[c] = i + c < vocab ? data[i + c] : -INFINITY;
+    }
+  }
+  __device__ __forceinline__ bool valid(int32_t g, int c) const { return 4 * g + c < vocab; }
+};
 
 struct LaunchRows {
   SampleRow row[kSampleRowsPerLaunch];  // by value: no upload, no buffer to keep alive
 };
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int64_t vocab,
+__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int64_t vocab64,
                                                           LaunchRows rows, int32_t* tokens) {
   __shared__ SampleShared sh;
   const SampleRow p = rows.row[blockIdx.x];
-  const float* row = logits + blockIdx.x * vocab;
-  float max_logit;
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  RowView row;
+  row.data = logits + blockIdx.x * vocab64;
+  row.vocab = static_cast<int32_t>(vocab64);
+  row.groups = (row.vocab + 3) / 4;
+  row.aligned = (reinterpret_cast<uintptr_t>(row.data) & 15) == 0;
+
+  // 1. max (lowest index among equals) and min.
+  float max_logit, min_logit;
   int32_t argmax;
-  block_argmax(row, vocab, sh, max_logit, argmax);
+  {
+    constexpr int kUnroll = 4;
+    float best = -INFINITY, least = INFINITY;
+    int32_t arg = -1;
+    for (int32_t g0 = tid; g0 < row.groups; g0 += kUnroll * kThreads) {
+      float v[kUnroll][4];
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t g = g0 + u * kThreads;
+        if (g < row.groups) row.load(g, v[u]);
+      }
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t g = g0 + u * kThreads;
+        if (g >= row.groups) break;
+        for (int c = 0; c < 4; ++c) {
+          if (!row.valid(g, c)) break;
+          if (arg < 0 || v[u][c] > best) {  // this thread's indices only grow
+            best = v[u][c];
+            arg = 4 * g + c;
+          }
+          least = fminf(least, v[u][c]);
+        }
+      }
+    }
+    for (int m = kWarpSize / 2; m > 0; m >>= 1) {
+      const float ov = shfl_xor(best, m);
+      const int32_t oa = shfl_xor(arg, m);
+      least = fminf(least, shfl_xor(least, m));
+      if (oa >= 0 && (arg < 0 || ov > best || (ov == best && oa < arg))) {
+        best = ov;
+        arg = oa;
+      }
+    }
+    if (lane == 0) {
+      sh.warp_max[warp] = best;
+      sh.warp_arg[warp] = arg;
+      sh.warp_min[warp] = least;
+    }
+    __syncthreads();
+    best = -INFINITY;
+    least = INFINITY;
+    arg = -1;
+    for (int w = 0; w < kWarps; ++w) {
+      const int32_t a = sh.warp_arg[w];
+      const float v = sh.warp_max[w];
+      least = fminf(least, sh.warp_min[w]);
+      if (a >= 0 && (arg < 0 || v > best || (v == best && a < arg))) {
+        best = v;
+        arg = a;
+      }
+    }
+    __syncthreads();
+    max_logit = best;
+    min_logit = least;
+    argmax = arg;
+  }
   if (!(p.temperature > 0.0f)) {
-    if (threadIdx.x == 0) tokens[blockIdx.x] = argmax;
+    if (tid == 0) tokens[blockIdx.x] = argmax;
     return;
   }
+  const float temperature = p.temperature;
 
+  // The buckets: monotone (non-increasing) in the logit, ties share one.
+  const float cut = kSpanCutoff * temperature;
+  const float range = max_logit - min_logit;
+  const bool clamped = range > cut;  // the last bucket then holds only massless tokens
+  const float span = clamped ? cut : range;
+  const float scale = span > 0.0f ? fminf(static_cast<float>(kBuckets) / span, 1e30f) : 0.0f;
+  auto bucket_of = [&](float logit) -> int32_t {
+    const float x = (max_logit - logit) * scale;
+    return x < static_cast<float>(kBuckets - 1) ? static_cast<int32_t>(x) : kBuckets - 1;
+  };
+  // An element's mass after min-p (and after top-k once kth_key is set).
   uint32_t kth_key = 0;
-  if (p.top_k > 0 && p.top_k < vocab) {
-    kth_key = select_key(row, vocab, static_cast<uint64_t>(p.top_k),
-                         [](int64_t, float, uint32_t) -> uint64_t { return 1; }, sh);
-  }
-  // An element's mass after top-k and min-p (0 when filtered out).
-  auto mass = [&](float logit, uint32_t key) -> uint64_t {
-    if (key < kth_key) return 0;
-    const float w = sampling_weight(logit, max_logit, p.temperature);
+  auto mass_of = [&](float logit) -> uint64_t {
+    const float w = sampling_weight(logit, max_logit, temperature);
     if (p.min_p > 0.0f && w < p.min_p) return 0;
     return sampling_mass(w);
   };
-  uint64_t left = 0;
-  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-    left += mass(row[i], sampling_logit_key(row[i]));
-  }
-  left = block_sum(left, sh);
-
-  uint32_t tau_key = kth_key;
-  if (p.top_p < 1.0f) {
-    tau_key = select_key(row, vocab, sampling_top_p_target(p.top_p, left),
-                         [&](int64_t, float logit, uint32_t key) { return mass(logit, key); }, sh);
-  }
-  auto kept = [&](int64_t i) -> uint64_t {
-    if (i >= vocab) return 0;
-    const float logit = row[i];
-    const uint32_t key = sampling_logit_key(logit);
-    return key < tau_key ? 0 : mass(logit, key);
+  auto row_mass = [&](uint32_t key) -> uint64_t {
+    return key < kth_key ? 0 : mass_of(key_logit(key));
   };
 
-  // The draw: warp w owns the contiguous slice [w * slice, (w + 1) * slice), read lane-strided.
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int64_t slice = (vocab + kWarps - 1) / kWarps;
-  const int64_t begin = warp * slice, end = begin + slice;
-  uint64_t own = 0;
-  for (int64_t i = begin + lane; i < end; i += kWarpSize) own += kept(i);
-  own = warp_sum(own);
-  if (lane == 0) sh.warp_mass[warp] = own;
-  __syncthreads();
-  uint64_t kept_mass = 0;
-  for (int w = 0; w < kWarps; ++w) kept_mass += sh.warp_mass[w];
-  const uint64_t point = sampling_draw_point(p.draw_bits, kept_mass);
-  // The warp whose slice holds the point (the most likely token has mass 2^40 > 0, so
-  // kept_mass > point and one does).
-  uint64_t acc = 0;
-  int chosen_warp = 0;
-  for (int w = 0; w < kWarps; ++w) {
-    if (acc + sh.warp_mass[w] > point) {
-      chosen_warp = w;
-      break;
+  const bool topk_on = p.top_k > 0 && p.top_k < row.vocab;
+  const bool topp_on = p.top_p < 1.0f;
+
+  // 2. The bucket histogram.
+  if (topk_on || topp_on) {
+    for (int j = tid; j < kBuckets; j += kThreads) {
+      sh.bucket_count[j] = 0;
+      sh.bucket_lo[j] = 0;
+      sh.bucket_hi[j] = 0;
     }
-    acc += sh.warp_mass[w];
-  }
-  if (warp != chosen_warp) return;
-  for (int64_t base = begin; base < end; base += kWarpSize) {
-    const uint64_t q = base + lane < end ? kept(base + lane) : 0;
-    uint64_t upto = q, group = q;  // inclusive prefix sum over lanes <= this one
-    for (int m = 1; m < kWarpSize; m <<= 1) {
-      const uint64_t other = shfl_xor_u64(group, m);
-      if ((lane & m) != 0) upto += other;
-      group += other;
-    }
-    if (acc + group > point) {
-      if (q > 0 && acc + upto > point && acc + upto - q <= point) {
-        tokens[blockIdx.x] = static_cast<int32_t>(base + lane);
+    __syncthreads();
+    constexpr int kUnroll = 2;
+    for (int32_t g0 = 0; g0 < row.groups; g0 += kUnroll * kThreads) {
+      float v[kUnroll][4];
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t g = g0 + u * kThreads + tid;
+        if (g < row.groups) row.load(g, v[u]);
       }
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t g = g0 + u * kThreads + tid;
+        for (int c = 0; c < 4; ++c) {
+          if (g >= row.groups || !row.valid(g, c)) continue;
+          const int32_t b = bucket_of(v[u][c]);
+          if (clamped && b == kBuckets - 1) continue;  // the massless tail: not needed
+          if (topk_on) atomicAdd(&sh.bucket_count[b], 1u);
+          if (topp_on) {
+            const uint64_t m = mass_of(v[u][c]);
+            if (m != 0) add_split(&sh.bucket_lo[b], &sh.bucket_hi[b], m);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // The draw's slices: warp w's is groups [w * per_slice, (w + 1) * per_slice).
+  const int32_t per_slice = (row.groups + kWarps - 1) / kWarps;
+  const int32_t my_begin = warp * per_slice;
+  const int32_t my_end = my_begin + per_slice < row.groups ? my_begin + per_slice : row.groups;
+
+  // Collecting one bucket's keys (and indices): into shared memory when they fit, else the
+  // selects below read them from the row. kmin/kmax: the bucket's smallest and largest key.
+  // Each warp reads its draw slice and also sums the mass of its tokens in the buckets above
+  // (kept whatever the threshold within the bucket turns out to be) and counts its tokens in
+  // the bucket, so that the draw needs no pass of its own when this bucket holds the threshold.
+  int32_t collected = -1;
+  uint32_t n_keys = 0, kmin = 0, kmax = 0;
+  bool overflow = false;
+  auto collect = [&](int32_t b) {
+    if (tid == 0) {
+      sh.n_collect = 0;
+      sh.kmin = 0xffffffffu;
+      sh.kmax = 0;
+    }
+    __syncthreads();
+    uint32_t lo_key = 0xffffffffu, hi_key = 0, in_count = 0;
+    uint64_t below = 0;
+    constexpr int kUnroll = 2;
+    for (int32_t g0 = my_begin; g0 < my_end; g0 += kUnroll * kWarpSize) {  // uniform in a warp
+      float v[kUnroll][4];
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t g = g0 + u * kWarpSize + lane;
+        if (g < my_end) row.load(g, v[u]);
+      }
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t g = g0 + u * kWarpSize + lane;
+        for (int c = 0; c < 4; ++c) {
+          const int32_t eb = g < my_end && row.valid(g, c) ? bucket_of(v[u][c]) : kBuckets;
+          if (eb < b) below += row_mass(sampling_logit_key(v[u][c]));
+          const bool in = eb == b;
+          const LaneMask hits = warp_ballot(in);
+          if (hits == 0) continue;  // uniform across the warp
+          in_count += static_cast<uint32_t>(__popcll(hits));
+          const uint32_t key = sampling_logit_key(v[u][c]);
+          if (in) {
+            lo_key = key < lo_key ? key : lo_key;
+            hi_key = key > hi_key ? key : hi_key;
+          }
+          uint32_t base = 0;
+          const int leader = lowest_lane(hits);
+          if (lane == leader) base = atomicAdd(&sh.n_collect, static_cast<uint32_t>(__popcll(hits)));
+          base = shfl_from(base, leader);
+          const uint32_t pos = base + static_cast<uint32_t>(__popcll(hits & ((LaneMask{1} << lane) - 1)));
+          if (in && pos < kCollect) {
+            sh.keys[pos] = key;
+            sh.index[pos] = static_cast<uint32_t>(4 * g + c);
+          }
+        }
+      }
+    }
+    for (int m = kWarpSize / 2; m > 0; m >>= 1) below += shfl_xor_u64(below, m);
+    if (lane == 0) {
+      sh.slice_below[warp] = below;
+      sh.slice_count[warp] = in_count;
+    }
+    for (int m = kWarpSize / 2; m > 0; m >>= 1) {
+      const uint32_t ol = shfl_xor(lo_key, m), oh = shfl_xor(hi_key, m);
+      lo_key = ol < lo_key ? ol : lo_key;
+      hi_key = oh > hi_key ? oh : hi_key;
+    }
+    if (lane == 0) {
+      atomicMin(&sh.kmin, lo_key);
+      atomicMax(&sh.kmax, hi_key);
+    }
+    __syncthreads();
+    const uint32_t total = sh.n_collect;
+    overflow = total > kCollect;
+    n_keys = overflow ? kCollect : total;
+    kmin = sh.kmin;
+    kmax = sh.kmax;
+    collected = b;
+    __syncthreads();
+  };
+  // f(key) for every key of the collected bucket.
+  auto for_each_key = [&](auto&& f) {
+    if (!overflow) {
+      for (uint32_t i = tid; i < n_keys; i += kThreads) f(sh.keys[i]);
       return;
     }
-    acc += group;
+    for (int32_t g = tid; g < row.groups; g += kThreads) {
+      float v[4];
+      row.load(g, v);
+      for (int c = 0; c < 4; ++c) {
+        if (row.valid(g, c) && bucket_of(v[c]) == collected) f(sampling_logit_key(v[c]));
+      }
+    }
+  };
+  // The largest key K of the collected bucket whose elements with keys >= K weigh at least
+  // `need` (1 <= need <= the bucket's weight): radix select over the bits where its keys differ.
+  auto select_key = [&](uint64_t need, auto&& weight) -> uint32_t {
+    if (kmin == kmax) return kmin;
+    const int top = 31 - __clz(static_cast<int>(kmin ^ kmax));  // highest differing bit
+    uint32_t fixed = top == 31 ? 0u : ~((2u << top) - 1u);
+    uint32_t prefix = kmin & fixed;
+    uint64_t above = 0;
+    for (int shift_top = top + 1; shift_top > 0;) {
+      const int width = shift_top < kDigitBits ? shift_top : kDigitBits;
+      const int shift = shift_top - width;
+      const int bins = 1 << width;
+      for (int j = tid; j < bins; j += kThreads) {
+        sh.digit_lo[j] = 0;
+        sh.digit_hi[j] = 0;
+      }
+      __syncthreads();
+      for_each_key([&](uint32_t key) {
+        if ((key & fixed) != prefix) return;
+        const uint64_t w = weight(key);
+        if (w == 0) return;
+        const uint32_t d = (key >> shift) & static_cast<uint32_t>(bins - 1);
+        add_split(&sh.digit_lo[d], &sh.digit_hi[d], w);
+      });
+      __syncthreads();
+      const Crossing c = find_crossing(
+          bins, [&](int32_t r) { return read_split(sh.digit_lo, sh.digit_hi, bins - 1 - r); },
+          need - above, sh);
+      const uint32_t digit = static_cast<uint32_t>(bins - 1 - (c.index < 0 ? bins - 1 : c.index));
+      above += c.before;
+      prefix |= digit << shift;
+      fixed |= static_cast<uint32_t>(bins - 1) << shift;
+      shift_top = shift;
+    }
+    return prefix;
+  };
+
+  // 3. top-k.
+  int32_t bk = kBuckets;  // the top-k bucket; every bucket before it is wholly kept
+  uint64_t bk_mass = 0;   // its mass at or above kth_key
+  if (topk_on) {
+    const Crossing c = find_crossing(
+        clamped ? kBuckets - 1 : kBuckets,
+        [&](int32_t b) { return static_cast<uint64_t>(sh.bucket_count[b]); },
+        static_cast<uint64_t>(p.top_k), sh);
+    // Not found: the k-th largest logit lies in the massless tail, so top-k removes no mass.
+    if (c.index >= 0) {
+      bk = c.index;
+      collect(bk);
+      kth_key = select_key(static_cast<uint64_t>(p.top_k) - c.before,
+                           [](uint32_t) -> uint64_t { return 1; });
+      if (topp_on) {
+        if (kmin == kmax) {
+          bk_mass = read_split(sh.bucket_lo, sh.bucket_hi, bk);
+        } else {
+          uint64_t own = 0;
+          for_each_key([&](uint32_t key) { own += row_mass(key); });
+          uint64_t total;
+          block_exclusive_scan(own, total, sh);
+          bk_mass = total;
+        }
+      }
+    }
+  }
+
+  // 4. top-p.
+  uint32_t tau_key = kth_key;
+  if (topp_on) {
+    auto bucket_mass = [&](int32_t b) -> uint64_t {
+      return b < bk ? read_split(sh.bucket_lo, sh.bucket_hi, b) : b == bk ? bk_mass : 0;
+    };
+    uint64_t own = 0;
+    for (int32_t b = tid; b < kBuckets; b += kThreads) own += bucket_mass(b);
+    uint64_t total;
+    block_exclusive_scan(own, total, sh);
+    const uint64_t target = sampling_top_p_target(p.top_p, total);
+    const Crossing c = find_crossing(kBuckets, bucket_mass, target, sh);
+    const int32_t bp = c.index < 0 ? 0 : c.index;  // always found: 1 <= target <= total
+    if (bp != collected) collect(bp);
+    tau_key = select_key(target - c.before, row_mass);
+  }
+
+  // 5. The draw. kept: the mass of a token that survives every filter.
+  auto kept = [&](float logit) -> uint64_t {
+    if (clamped && bucket_of(logit) == kBuckets - 1) return 0;
+    const uint32_t key = sampling_logit_key(logit);
+    return key < tau_key ? 0 : row_mass(key);
+  };
+  const int32_t final_bucket = topp_on ? collected : bk;  // the bucket holding tau_key
+  if (collected >= 0 && collected == final_bucket && (kmin == kmax || !overflow)) {
+    // The slices' kept mass: the collect's sums above the bucket, plus the bucket's kept tokens.
+    if (tid < kWarps) {
+      uint64_t s = sh.slice_below[tid];
+      if (kmin == kmax && kmin >= tau_key) s += sh.slice_count[tid] * row_mass(kmin);
+      sh.slice_lo[tid] = static_cast<uint32_t>(s);
+      sh.slice_hi[tid] = static_cast<uint32_t>(s >> 32);
+    }
+    __syncthreads();
+    if (kmin != kmax) {
+      for (uint32_t i = tid; i < n_keys; i += kThreads) {
+        const uint32_t key = sh.keys[i];
+        if (key < tau_key) continue;
+        const uint64_t m = row_mass(key);
+        const int32_t w = static_cast<int32_t>(sh.index[i] / 4) / per_slice;
+        if (m != 0) add_split(&sh.slice_lo[w], &sh.slice_hi[w], m);
+      }
+      __syncthreads();
+    }
+    if (tid < kWarps) sh.warp_part[tid] = read_split(sh.slice_lo, sh.slice_hi, tid);
+    __syncthreads();
+  } else {
+    const int32_t begin = my_begin, end = my_end;
+    uint64_t own = 0;
+    constexpr int kUnroll = 2;
+    for (int32_t g0 = begin + lane; g0 < end; g0 += kUnroll * kWarpSize) {
+      float v[kUnroll][4];
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t g = g0 + u * kWarpSize;
+        if (g < end) row.load(g, v[u]);
+      }
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t g = g0 + u * kWarpSize;
+        if (g >= end) break;
+        for (int c = 0; c < 4; ++c) {
+          if (row.valid(g, c)) own += kept(v[u][c]);
+        }
+      }
+    }
+    for (int m = kWarpSize / 2; m > 0; m >>= 1) own += shfl_xor_u64(own, m);
+    if (lane == 0) sh.warp_part[warp] = own;
+    __syncthreads();
+  }
+  uint64_t kept_mass = 0;
+  for (int w = 0; w < kWarps; ++w) kept_mass += sh.warp_part[w];
+  const uint64_t point = sampling_draw_point(p.draw_bits, kept_mass);
+  // The slice holding the point (the most likely token keeps mass 2^40, so kept_mass > point).
+  uint64_t acc = 0;
+  int32_t slice = kWarps - 1;
+  for (int w = 0; w < kWarps; ++w) {
+    const uint64_t s = sh.warp_part[w];
+    if (acc + s > point) {
+      slice = w;
+      break;
+    }
+    acc += s;
+  }
+  __syncthreads();  // warp_part is reused by the scans below
+  const int32_t begin = slice * per_slice;
+  const int32_t end = begin + per_slice < row.groups ? begin + per_slice : row.groups;
+  for (int32_t base = begin; base < end; base += kThreads) {  // uniform: acc is the same everywhere
+    const int32_t g = base + tid;
+    uint64_t q[4] = {0, 0, 0, 0};
+    if (g < end) {
+      float v[4];
+      row.load(g, v);
+      for (int c = 0; c < 4; ++c) q[c] = row.valid(g, c) ? kept(v[c]) : 0;
+    }
+    const uint64_t mine = q[0] + q[1] + q[2] + q[3];
+    uint64_t chunk;
+    const uint64_t excl = acc + block_exclusive_scan(mine, chunk, sh);
+    if (excl <= point && point < excl + mine) {
+      uint64_t upto = excl;
+      for (int c = 0; c < 4; ++c) {
+        if (q[c] != 0 && upto + q[c] > point) {
+          tokens[blockIdx.x] = 4 * g + c;
+          break;
+        }
+        upto += q[c];
+      }
+    }
+    acc += chunk;
+    if (acc > point) break;
   }
 }
 
