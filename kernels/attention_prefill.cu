@@ -6,8 +6,11 @@
 // each sequence's new queries sit at query_start[s]..query_start[s+1] in qkv and at positions
 // context_len - q_len .. context_len - 1, so chunked prefill attends to the chunks before it.
 //
-// CUDA only (PTX mma.sync/ldmatrix/cp.async). HIP builds answer prefill_kernel_supported() with
-// false and run the generic kernel of attention.cu instead: the MFMA version is not written yet.
+// On sm_90 (H100) a wgmma version of the same algorithm runs instead (see "sm_90a" below).
+//
+// CUDA only (PTX mma.sync/ldmatrix/cp.async, wgmma). HIP builds answer prefill_kernel_supported()
+// with false and run the generic kernel of attention.cu instead: the MFMA version is not written
+// yet.
 #define TESSERA_GPU_KERNELS_ONLY
 #include <atomic>
 #include <cmath>
@@ -217,13 +220,15 @@ __global__ void __launch_bounds__(kThreads)
 
 // --- sm_90a: warpgroup MMAs (wgmma) ------------------------------------------------------------
 // One CTA per (128-query tile, query head, prefill sequence) as above, but two warpgroups of 64
-// query rows each and 128-key tiles. S = Q K^T runs as wgmma m64n128k16 with both operands read
-// from shared memory (Q and K tiles in the 128-byte-swizzled K-major layout that wgmma's
-// descriptors name); P stays in registers (fp32 S -> bf16, the mma.m16n8k16 A layout per warp)
-// and O += P V runs as wgmma m64n64k16 per 64 columns of the head, V read N-major (transposed)
-// from shared memory. K/V tiles are gathered from the paged cache by cp.async into two stages:
-// tile j+1 loads while tile j computes, with one barrier per tile; the block-table entries of
-// tile j+2 are fetched into registers while tile j+1's copies are issued.
+// query rows each and 128-key tiles. S = Q K^T runs as wgmma m64n64k16 (two per 16 head
+// columns: keys 0-63 and 64-127) with both operands read from shared memory (Q and K tiles in
+// the 128-byte-swizzled K-major layout that wgmma's descriptors name); P stays in registers
+// (fp32 S -> bf16, the mma.m16n8k16 A layout per warp) and O += P V runs as wgmma m64n64k16 per
+// 64 columns of the head, V read N-major (transposed) from shared memory. K/V tiles are gathered
+// from the paged cache by cp.async into three stages: P V of tile j and S of tile j+1 are queued
+// on the tensor cores back to back, tile j+2's copies issued behind them (one barrier per tile);
+// the block-table entries of tile j+3 are fetched into registers meanwhile. No wgmma is in
+// flight while S is masked or O rescaled (ptxas would serialize the wgmmas otherwise).
 namespace hopper {
 
 constexpr int kBlockM = 128;  // queries per CTA: two warpgroups of 64 rows
@@ -251,12 +256,18 @@ __device__ __forceinline__ uint32_t sw128(int r, int c) {
   return (c >> 3) * kRegionBytes + r * 128 + (((c & 7) ^ (r & 7)) << 4);
 }
 
+// Waits for all but the most recent cp.async group.
+__device__ __forceinline__ void cp_async_wait_one() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void wgmma_wait_all() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 // Generic-proxy writes (cp.async) made visible to the async proxy that wgmma reads through.
 __device__ __forceinline__ void fence_proxy_async() {
@@ -272,14 +283,23 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-// d[64 x 128] (+)= a[64 x 16] b[16 x 128]^T, both operands K-major in 128-byte-swizzled shared memory.
-__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
-                                            int accumulate) {
+// d[64 x 64] (+)= a[64 x 16] b[16 x 64]^T, both operands K-major in 128-byte-swizzled shared memory.
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                           int accumulate) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// The same, d = a b^T (d is only written: no instruction before it has to define d).
+__device__ __forceinline__ void wgmma_ss_n64_zero(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(0));
 }
 
 // d[64 x 64] += a[64 x 16] (registers, the mma.m16n8k16 A layout per warp) b[16 x 64], b N-major
@@ -378,74 +398,39 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   const uint32_t sQ_wg = sQ + wg * 64 * 128;
 
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    const int stage = tile & 1;
-    const uint32_t sK = sQ + (1 + 2 * stage) * kTileBytes, sV = sK + kTileBytes;
-    sm80::cp_async_wait_all();
-    fence_proxy_async();
-    __syncthreads();  // tile's K/V (and Q) landed for every thread; every warp is done with tile - 1
-    if (tile + 1 < n_tiles) {
-      load_tile(stage ^ 1);
-      sm80::cp_async_commit();
-      if (tile + 2 < n_tiles) fetch_slots(tile + 2);
-    }
-
-    float s[64];  // n8 chunk i: s[4i], s[4i+1] (row0), s[4i+2], s[4i+3] (row0 + 8)
+  if (n_tiles > 1) load_tile(1);
+  sm80::cp_async_commit();
+  if (n_tiles > 2) fetch_slots(2);
+  cp_async_wait_one();
+  fence_proxy_async();
+  __syncthreads();  // tile 0 and Q landed for every thread
+  // S of keys 0-63 and 64-127 of the tile (n8 chunk i: [4i], [4i+1] in row0, [4i+2], [4i+3] in
+  // row0 + 8), and P as the A fragments of 16 keys each.
+  float sa[32], sb[32];
+  uint32_t pa[4][4], pb[4][4];
+  auto issue_s = [&](uint32_t sK) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t koff = (kk / 4) * kRegionBytes + (kk % 4) * 32;
-      wgmma_ss_n128(s, smem_desc(sQ_wg + koff), smem_desc(sK + koff), kk > 0);
-    }
-    wgmma_commit();
-    wgmma_wait_all();
-#pragma unroll
-    for (int i = 0; i < 64; ++i) pin(s[i]);
-
-    const int key_base = tile * kBlockN;
-    if (key_base + kBlockN > n_keys || (causal && key_base + kBlockN - 1 > first_pos)) {
-#pragma unroll
-      for (int n = 0; n < kBlockN / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = key_base + n * 8 + 2 * t + e;
-          if (key >= ctx || (causal && key > qpos0)) s[4 * n + e] = -INFINITY;
-          if (key >= ctx || (causal && key > qpos1)) s[4 * n + 2 + e] = -INFINITY;
-        }
+      if (kk == 0) {
+        wgmma_ss_n64_zero(sa, smem_desc(sQ_wg + koff), smem_desc(sK + koff));
+      } else {
+        wgmma_ss_n64(sa, smem_desc(sQ_wg + koff), smem_desc(sK + koff), 1);
       }
     }
-
-    float mx0 = m0, mx1 = m1;
 #pragma unroll
-    for (int n = 0; n < kBlockN / 8; ++n) {
-      mx0 = fmaxf(mx0, fmaxf(s[4 * n], s[4 * n + 1]));
-      mx1 = fmaxf(mx1, fmaxf(s[4 * n + 2], s[4 * n + 3]));
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t koff = (kk / 4) * kRegionBytes + (kk % 4) * 32;
+      if (kk == 0) {
+        wgmma_ss_n64_zero(sb, smem_desc(sQ_wg + koff), smem_desc(sK + 64 * 128 + koff));
+      } else {
+        wgmma_ss_n64(sb, smem_desc(sQ_wg + koff), smem_desc(sK + 64 * 128 + koff), 1);
+      }
     }
-    mx0 = fmaxf(mx0, shfl_xor(mx0, 1));
-    mx0 = fmaxf(mx0, shfl_xor(mx0, 2));
-    mx1 = fmaxf(mx1, shfl_xor(mx1, 1));
-    mx1 = fmaxf(mx1, shfl_xor(mx1, 2));
-    // A row with every key so far masked keeps max -inf: subtract 0 instead (no inf - inf).
-    const float base0 = mx0 == -INFINITY ? 0.0f : mx0 * scale_log2;
-    const float base1 = mx1 == -INFINITY ? 0.0f : mx1 * scale_log2;
-    const float alpha0 = exp2_approx(m0 * scale_log2 - base0), alpha1 = exp2_approx(m1 * scale_log2 - base1);
-    m0 = mx0;
-    m1 = mx1;
-    float sum0 = 0.0f, sum1 = 0.0f;
-    uint32_t p[kBlockN / 16][4];  // the A fragments of P, 16 keys each
-#pragma unroll
-    for (int n = 0; n < kBlockN / 8; ++n) {
-      const float e0 = exp2_approx(s[4 * n] * scale_log2 - base0);
-      const float e1 = exp2_approx(s[4 * n + 1] * scale_log2 - base0);
-      const float e2 = exp2_approx(s[4 * n + 2] * scale_log2 - base1);
-      const float e3 = exp2_approx(s[4 * n + 3] * scale_log2 - base1);
-      sum0 += e0 + e1;
-      sum1 += e2 + e3;
-      p[n / 2][(n % 2) * 2] = pack_bf16x2(e0, e1);
-      p[n / 2][(n % 2) * 2 + 1] = pack_bf16x2(e2, e3);
-    }
-    l0 = l0 * alpha0 + sum0;
-    l1 = l1 * alpha1 + sum1;
+    wgmma_commit();
+  };
+  auto rescale = [&](float alpha0, float alpha1) {
 #pragma unroll
     for (int b = 0; b < kRegions; ++b) {
 #pragma unroll
@@ -456,29 +441,120 @@ __global__ void __launch_bounds__(kThreads, 1)
         o[b][4 * i + 3] *= alpha1;
       }
     }
-
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-#pragma unroll
-      for (int b = 0; b < kRegions; ++b) {
-        wgmma_rs_n64_tb(o[b], p[kk], smem_desc(sV + b * kRegionBytes + kk * 16 * 128));
-      }
-    }
-    wgmma_commit();
-    wgmma_wait_all();
+  };
+  auto pin_o = [&] {
 #pragma unroll
     for (int b = 0; b < kRegions; ++b) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) pin(o[b][i]);
     }
+  };
+  auto pin_p = [&](uint32_t (&pf)[4][4]) {
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+    for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) pin(p[kk][i]);
+      for (int i = 0; i < 4; ++i) pin(pf[kk][i]);
     }
+  };
+  // Softmax of the whole tile (both halves) from one running max.
+  auto softmax_full = [&](float& alpha0, float& alpha1, int key_base) {
+    float* hs[2] = {sa, sb};
+    if (key_base + kBlockN > n_keys || (causal && key_base + kBlockN - 1 > first_pos)) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = key_base + hf * 64 + n * 8 + 2 * t + e;
+            if (key >= ctx || (causal && key > qpos0)) hs[hf][4 * n + e] = -INFINITY;
+            if (key >= ctx || (causal && key > qpos1)) hs[hf][4 * n + 2 + e] = -INFINITY;
+          }
+        }
+      }
+    }
+    float mx0 = m0, mx1 = m1;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        mx0 = fmaxf(mx0, fmaxf(hs[hf][4 * n], hs[hf][4 * n + 1]));
+        mx1 = fmaxf(mx1, fmaxf(hs[hf][4 * n + 2], hs[hf][4 * n + 3]));
+      }
+    }
+    mx0 = fmaxf(mx0, shfl_xor(mx0, 1));
+    mx0 = fmaxf(mx0, shfl_xor(mx0, 2));
+    mx1 = fmaxf(mx1, shfl_xor(mx1, 1));
+    mx1 = fmaxf(mx1, shfl_xor(mx1, 2));
+    const float base0 = mx0 == -INFINITY ? 0.0f : mx0 * scale_log2;
+    const float base1 = mx1 == -INFINITY ? 0.0f : mx1 * scale_log2;
+    alpha0 = exp2_approx(m0 * scale_log2 - base0);
+    alpha1 = exp2_approx(m1 * scale_log2 - base1);
+    m0 = mx0;
+    m1 = mx1;
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      uint32_t (&pf)[4][4] = hf == 0 ? pa : pb;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float e0 = exp2_approx(hs[hf][4 * n] * scale_log2 - base0);
+        const float e1 = exp2_approx(hs[hf][4 * n + 1] * scale_log2 - base0);
+        const float e2 = exp2_approx(hs[hf][4 * n + 2] * scale_log2 - base1);
+        const float e3 = exp2_approx(hs[hf][4 * n + 3] * scale_log2 - base1);
+        sum0 += e0 + e1;
+        sum1 += e2 + e3;
+        pf[n / 2][(n % 2) * 2] = pack_bf16x2(e0, e1);
+        pf[n / 2][(n % 2) * 2 + 1] = pack_bf16x2(e2, e3);
+      }
+    }
+    l0 = l0 * alpha0 + sum0;
+    l1 = l1 * alpha1 + sum1;
+  };
+  // Nothing is in flight while S is masked or O rescaled; P V of tile j and S of tile j+1 are
+  // queued back to back (one wait), the copies of tile j+2 issued behind them.
+  issue_s(sQ + kTileBytes);
+  wgmma_wait<0>();
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int stage = tile % 3;
+    const uint32_t sV = sQ + (2 + 2 * stage) * kTileBytes;
+    float alpha0, alpha1;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      pin(sa[i]);
+      pin(sb[i]);
+    }
+    pin_o();
+    pin_p(pa);
+    pin_p(pb);
+    softmax_full(alpha0, alpha1, tile * kBlockN);
+    rescale(alpha0, alpha1);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+#pragma unroll
+      for (int b = 0; b < kRegions; ++b) {
+        wgmma_rs_n64_tb(o[b], kk < 4 ? pa[kk] : pb[kk - 4],
+                        smem_desc(sV + b * kRegionBytes + kk * 16 * 128));
+      }
+    }
+    wgmma_commit();
+    if (tile + 1 < n_tiles) {
+      sm80::cp_async_wait_all();
+      fence_proxy_async();
+      __syncthreads();  // tile + 1 landed for every thread; every warpgroup is done with tile - 1
+      issue_s(sQ + (1 + 2 * ((tile + 1) % 3)) * kTileBytes);
+      if (tile + 2 < n_tiles) {
+        load_tile((tile + 2) % 3);
+        sm80::cp_async_commit();
+        if (tile + 3 < n_tiles) fetch_slots(tile + 3);
+      }
+    }
+    wgmma_wait<0>();
   }
-
+  pin_o();
+  pin_p(pa);
+  pin_p(pb);
   l0 += shfl_xor(l0, 1);
   l0 += shfl_xor(l0, 2);
   l1 += shfl_xor(l1, 1);
@@ -506,8 +582,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 template <int D>
-constexpr int smem_bytes() {
-  return 5 * kBlockM * D * static_cast<int>(sizeof(gpu_bf16)) + 1024;  // Q, 2 x (K, V), alignment
+constexpr int smem_bytes() {  // Q, 3 stages of K and V, alignment
+  return 7 * kBlockM * D * static_cast<int>(sizeof(gpu_bf16)) + 1024;
 }
 
 }  // namespace hopper
