@@ -2,20 +2,253 @@
 // splits; one CTA per (split, KV head, decode sequence) loads each key and value of its split
 // once for all the query heads that share that KV head (GQA grouping), with an online softmax per
 // head; a combine kernel merges the splits' (max, sum, accumulator) triples. When one split
-// covers every sequence, the CTA writes the output itself and no combine runs.
+// covers every sequence, the CTA writes the output itself and no combine runs. A split that
+// starts past its sequence's keys writes (max -inf, sum 0), which the combine skips, so a plan
+// made for a longer context than a sequence's own stays correct.
 //
-// Lanes work in groups of head_dim / 8, one key per group at a time, 16-byte loads (a key row
-// is one contiguous run of the group's loads), four keys in flight per group. Written with
-// kWarpSize and group-local shuffles only, so the same source runs on 64-lane CDNA wavefronts.
+// CUDA: tensor cores. 4 warps; tiles of 64 keys (16 per warp) are gathered from the pages into
+// swizzled shared memory by cp.async, kStages tiles in flight per CTA; S = Q K^T and O += P V
+// are bf16 m16n8k16 MMAs with the group's query heads as the A rows (rows past the group are
+// zero), fp32 accumulation, online softmax per warp in registers, the warps merged at the end.
+// HIP: the SIMT kernel (the MFMA version is not written yet): lanes work in groups of
+// head_dim / 8, one key per group at a time, 16-byte loads, four keys in flight per group;
+// written with kWarpSize and group-local shuffles only, for 64-lane CDNA wavefronts.
 #define TESSERA_GPU_KERNELS_ONLY
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "kernels/gpu_ops.h"
+#include "kernels/mma_sm80.h"
 
 namespace tessera::gpu {
 
 namespace {
+
+// Keys per pipeline tile (CUDA) and the granule of a split's key range.
+constexpr int kTileKeys = 64;
+// The smallest split worth a CTA: one tile.
+constexpr int kMinSplitKeys = 64;
+
+// Output of one CTA's merged (max, sum, acc) for head h: the final bf16 row when the split is the
+// only one, else the split's partial.
+__device__ __forceinline__ void write_result(int64_t tok, int dseq, int h, int d, int split,
+                                             int num_splits, int num_heads, int D, float mx,
+                                             float sum, float a, float* __restrict__ part_acc,
+                                             float* __restrict__ part_ml,
+                                             gpu_bf16* __restrict__ out) {
+  if (num_splits == 1) {
+    out[tok * num_heads * D + static_cast<int64_t>(h) * D + d] = __float2bfloat16(a / sum);
+  } else {
+    const int64_t part = (static_cast<int64_t>(dseq) * num_heads + h) * num_splits + split;
+    part_acc[part * D + d] = a;
+    if (d == 0) {
+      part_ml[2 * part] = mx;
+      part_ml[2 * part + 1] = sum;
+    }
+  }
+}
+
+#if defined(TESSERA_CUDA)
+
+constexpr int kMmaWarps = kTileKeys / 16;
+constexpr int kMmaThreads = kMmaWarps * kWarpSize;
+// Tiles in shared memory per CTA: 96 KiB at head_dim 128, two CTAs per multiprocessor, two tiles
+// in flight while one is computed (2 stages and 3 CTAs, or 4 stages and 1, measured slower).
+constexpr int kStages = 3;
+
+// Element offset of 16-byte chunk c of key row r in a tile of D-element rows; the XOR swizzle
+// puts the 8 rows an ldmatrix reads at one logical chunk into 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int swz(int r, int c) {
+  return r * D + ((c ^ (r & 7)) << 3);
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait_pending() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+template <int D>
+__global__ void __launch_bounds__(kMmaThreads)
+    decode_mma_kernel(const gpu_bf16* __restrict__ qkv, const gpu_bf16* __restrict__ k_cache,
+                      const gpu_bf16* __restrict__ v_cache, int32_t block_size, DeviceStep step,
+                      int32_t num_heads, int32_t num_kv_heads, float scale_log2,
+                      int32_t keys_per_split, float* __restrict__ part_acc,
+                      float* __restrict__ part_ml, gpu_bf16* __restrict__ out) {
+  constexpr int kChunks = D / 8;                        // 16-byte chunks per key row
+  constexpr int kRowsPerPass = kMmaThreads / kChunks;  // key rows one pass of the CTA copies
+  constexpr int kTileElems = kTileKeys * D;
+  constexpr int kRowStride = D + 8;  // the epilogue's per-(warp, head) rows, padded
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  gpu_bf16* sK = reinterpret_cast<gpu_bf16*>(smem_raw);
+  gpu_bf16* sV = sK + kStages * kTileElems;
+
+  const int split = blockIdx.x, num_splits = gridDim.x;
+  const int kvh = blockIdx.y;
+  const int dseq = blockIdx.z;
+  const int seq = step.decode_seqs[dseq];
+  const int group = num_heads / num_kv_heads;
+  const int n_keys = step.context_len[seq];
+  const int k_begin = split * keys_per_split;
+  const int k_end = min(n_keys, k_begin + keys_per_split);
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int64_t tok = step.query_start[seq];
+
+  if (k_begin >= k_end) {  // a split past this sequence's keys: a partial the combine skips
+    if (tid < group) {
+      const int64_t part =
+          (static_cast<int64_t>(dseq) * num_heads + kvh * group + tid) * num_splits + split;
+      part_ml[2 * part] = -INFINITY;
+      part_ml[2 * part + 1] = 0.0f;
+    }
+    return;
+  }
+  const int n_tiles = (k_end - k_begin + kTileKeys - 1) / kTileKeys;
+  const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * D;
+  const int32_t* table = step.block_tables + static_cast<int64_t>(seq) * step.max_blocks;
+
+  // Each thread copies one 16-byte column (lc) of rows lr, lr + kRowsPerPass, ... of K and V.
+  // Rows past k_end are zero-filled: their scores are masked and zeros keep P V finite.
+  const int lc = tid % kChunks, lr = tid / kChunks;
+  const int64_t col = static_cast<int64_t>(kvh) * D + lc * 8;
+  auto load_tile = [&](int tile, int stage) {
+    const int j0 = k_begin + tile * kTileKeys + lr;
+    int blk = j0 / block_size, off = j0 % block_size;
+    gpu_bf16* dk = sK + stage * kTileElems;
+    gpu_bf16* dv = sV + stage * kTileElems;
+#pragma unroll
+    for (int i = 0; i < kTileKeys / kRowsPerPass; ++i) {
+      const int r = lr + i * kRowsPerPass;
+      const bool ok = j0 + i * kRowsPerPass < k_end;
+      int64_t src = 0;
+      if (ok) src = (static_cast<int64_t>(table[blk]) * block_size + off) * kv_row + col;
+      sm80::cp_async_16(dk + swz<D>(r, lc), k_cache + src, ok ? 16 : 0);
+      sm80::cp_async_16(dv + swz<D>(r, lc), v_cache + src, ok ? 16 : 0);
+      off += kRowsPerPass;
+      while (off >= block_size) {
+        off -= block_size;
+        ++blk;
+      }
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_tiles) load_tile(s, s);
+    sm80::cp_async_commit();
+  }
+
+  // A operand rows: query head g of the group (rows g + 8 and heads past the group are zero).
+  const int g = lane / 4, t = lane % 4, mi = lane / 8;
+  const int64_t qkv_stride = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * D;
+  uint32_t qf[D / 16][2];
+  {
+    const gpu_bf16* qrow = qkv + tok * qkv_stride + static_cast<int64_t>(kvh * group + g) * D;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      qf[kk][0] = g < group ? *reinterpret_cast<const uint32_t*>(qrow + kk * 16 + 2 * t) : 0u;
+      qf[kk][1] = g < group ? *reinterpret_cast<const uint32_t*>(qrow + kk * 16 + 8 + 2 * t) : 0u;
+    }
+  }
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+  float m = -INFINITY, l = 0.0f;  // head g over this warp's keys; m in log2 units
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    cp_async_wait_pending<kStages - 2>();
+    __syncthreads();  // the tile landed for every thread; every warp is done with tile - 1
+    if (tile + kStages - 1 < n_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
+    sm80::cp_async_commit();
+    const gpu_bf16* tk = sK + (tile % kStages) * kTileElems;
+    const gpu_bf16* tv = sV + (tile % kStages) * kTileElems;
+
+    // S[g][key] for this warp's 16 keys: s[n] holds keys n * 8 + 2t, +1 (rows g; g + 8 unused).
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t b[4];
+      sm80::ldmatrix_x4(b, tk + swz<D>(warp * 16 + (mi / 2) * 8 + lane % 8, kk * 2 + mi % 2));
+      const uint32_t a[4] = {qf[kk][0], 0u, qf[kk][1], 0u};
+      sm80::mma_bf16_16816(s[0], a, b[0], b[1]);
+      sm80::mma_bf16_16816(s[1], a, b[2], b[3]);
+    }
+    const int key0 = k_begin + tile * kTileKeys + warp * 16 + 2 * t;
+    float x[4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        x[2 * n + e] = key0 + n * 8 + e < k_end ? s[n][e] * scale_log2 : -INFINITY;
+      }
+    }
+    float mx = fmaxf(fmaxf(m, fmaxf(x[0], x[1])), fmaxf(x[2], x[3]));
+    mx = fmaxf(mx, shfl_xor(mx, 1));
+    mx = fmaxf(mx, shfl_xor(mx, 2));
+    // No key of this warp so far: subtract 0 instead (no inf - inf); every p is then 0.
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    const float alpha = exp2f(m - base);
+    m = mx;
+    float p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = exp2f(x[i] - base);
+    l = l * alpha + ((p[0] + p[1]) + (p[2] + p[3]));
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) {
+      o[d][0] *= alpha;
+      o[d][1] *= alpha;
+    }
+    const uint32_t a[4] = {pack_bf16x2(p[0], p[1]), 0u, pack_bf16x2(p[2], p[3]), 0u};
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t b[4];
+      sm80::ldmatrix_x4_trans(b, tv + swz<D>(warp * 16 + (mi % 2) * 8 + lane % 8, dp * 2 + mi / 2));
+      sm80::mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
+      sm80::mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+  cp_async_wait_pending<0>();
+  l += shfl_xor(l, 1);
+  l += shfl_xor(l, 2);
+  __syncthreads();  // the tiles' shared memory becomes the warps' (m, l, o)
+
+  float* s_m = reinterpret_cast<float*>(smem_raw);  // [warp][head]
+  float* s_l = s_m + kMmaWarps * kMaxDecodeGroup;
+  float* s_o = s_l + kMmaWarps * kMaxDecodeGroup;   // [warp][head][kRowStride]
+  if (g < group) {
+    const int row = warp * kMaxDecodeGroup + g;
+    if (t == 0) {
+      s_m[row] = m;
+      s_l[row] = l;
+    }
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) {
+      *reinterpret_cast<float2*>(s_o + row * kRowStride + d * 8 + 2 * t) = make_float2(o[d][0], o[d][1]);
+    }
+  }
+  __syncthreads();
+
+  for (int idx = tid; idx < group * D; idx += kMmaThreads) {
+    const int hg = idx / D, d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kMmaWarps; ++w) mx = fmaxf(mx, s_m[w * kMaxDecodeGroup + hg]);
+    float sum = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kMmaWarps; ++w) {
+      const int row = w * kMaxDecodeGroup + hg;
+      if (s_m[row] == -INFINITY) continue;
+      const float wt = exp2f(s_m[row] - mx);
+      sum += s_l[row] * wt;
+      acc += s_o[row * kRowStride + d] * wt;
+    }
+    write_result(tok, dseq, kvh * group + hg, d, split, num_splits, num_heads, D, mx, sum, acc,
+                 part_acc, part_ml, out);
+  }
+}
+
+#else  // HIP
 
 constexpr int kThreads = 128;
 constexpr int kUnroll = 4;  // keys in flight per lane group
@@ -130,7 +363,6 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  const int64_t out_stride = static_cast<int64_t>(num_heads) * D;
   for (int idx = threadIdx.x; idx < group * D; idx += kThreads) {
     const int g = idx / D, d = idx % D;
     float mx = -INFINITY;
@@ -144,77 +376,172 @@ __global__ void __launch_bounds__(kThreads)
         a += s_acc[r][g][d] * w;
       }
     }
-    const int h = kvh * group + g;
-    if (num_splits == 1) {
-      out[tok * out_stride + static_cast<int64_t>(h) * D + d] = __float2bfloat16(a / sum);
-    } else {
-      const int64_t part = (static_cast<int64_t>(dseq) * num_heads + h) * num_splits + split;
-      part_acc[part * D + d] = a;
-      if (d == 0) {
-        part_ml[2 * part] = mx;
-        part_ml[2 * part + 1] = sum;
-      }
+    write_result(tok, dseq, kvh * group + g, d, split, num_splits, num_heads, D, mx, sum, a,
+                 part_acc, part_ml, out);
+  }
+}
+
+#endif  // TESSERA_CUDA
+
+// grid (num_decode_seqs, num_heads), kCombineThreads threads. Every split's (max, sum) is read at
+// once (one split per thread) and its weight exp2(m_s - max) goes to shared memory; the
+// accumulators are then read as float4, kCombineThreads / (D / 4) splits side by side with
+// several loads in flight per thread, and summed over those rows in shared memory. Splits with
+// max -inf (no keys) are skipped, their accumulators never read.
+constexpr int kCombineThreads = 128;
+static_assert(kMaxDecodeSplits <= kCombineThreads, "one split per combine thread");
+
+__device__ __forceinline__ float block_reduce(float v, bool is_max, float* s_red) {
+  for (int s = kWarpSize / 2; s > 0; s >>= 1) {
+    const float o = shfl_xor(v, s);
+    v = is_max ? fmaxf(v, o) : v + o;
+  }
+  constexpr int kWarps = (kCombineThreads + kWarpSize - 1) / kWarpSize;
+  __syncthreads();  // s_red may still be read by an earlier reduction
+  if (threadIdx.x % kWarpSize == 0) s_red[threadIdx.x / kWarpSize] = v;
+  __syncthreads();
+  v = s_red[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) v = is_max ? fmaxf(v, s_red[w]) : v + s_red[w];
+  return v;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
+                   DeviceStep step, int32_t num_heads, int32_t num_splits,
+                   gpu_bf16* __restrict__ out) {
+  constexpr int kCols = D / 4;                    // threads per accumulator row, 4 dims each
+  constexpr int kRows = kCombineThreads / kCols;  // splits summed side by side
+  __shared__ float s_w[kCombineThreads];
+  __shared__ float s_red[(kCombineThreads + kWarpSize - 1) / kWarpSize];
+  __shared__ float4 s_acc[kRows][kCols];
+  const int dseq = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+  const int64_t tok = step.query_start[step.decode_seqs[dseq]];
+  const int64_t base = (static_cast<int64_t>(dseq) * num_heads + h) * num_splits;
+  float ms = -INFINITY, ls = 0.0f;
+  if (tid < num_splits) {
+    ms = part_ml[2 * (base + tid)];
+    ls = part_ml[2 * (base + tid) + 1];
+  }
+  const float mx = block_reduce(ms, true, s_red);
+  const float w = ms == -INFINITY ? 0.0f : exp2f(ms - mx);
+  s_w[tid] = w;
+  const float sum = block_reduce(w != 0.0f ? ls * w : 0.0f, false, s_red);  // publishes s_w
+
+  const int r = tid / kCols, c = tid % kCols;
+  const float4* acc = reinterpret_cast<const float4*>(part_acc + base * D) + c;
+  float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+  for (int s = r; s < num_splits; s += kRows) {
+    const float ws = s_w[s];
+    if (ws != 0.0f) {
+      const float4 v = acc[static_cast<int64_t>(s) * kCols];
+      a.x += v.x * ws;
+      a.y += v.y * ws;
+      a.z += v.z * ws;
+      a.w += v.w * ws;
     }
   }
-}
-
-// grid (num_decode_seqs, num_heads), block head_dim threads.
-__global__ void combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
-                               DeviceStep step, int32_t num_heads, int32_t head_dim,
-                               int32_t num_splits, gpu_bf16* __restrict__ out) {
-  const int dseq = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-  const int tok = step.query_start[step.decode_seqs[dseq]];
-  const int64_t base = (static_cast<int64_t>(dseq) * num_heads + h) * num_splits;
-  float mx = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) mx = fmaxf(mx, part_ml[2 * (base + s)]);
-  float sum = 0.0f, a = 0.0f;
-  for (int s = 0; s < num_splits; ++s) {
-    const float ms = part_ml[2 * (base + s)];
-    if (ms == -INFINITY) continue;
-    const float w = exp2f(ms - mx);
-    sum += part_ml[2 * (base + s) + 1] * w;
-    a += part_acc[(base + s) * head_dim + d] * w;
+  s_acc[r][c] = a;
+  __syncthreads();
+  if (tid < kCols) {
+    float4 t = s_acc[0][tid];
+#pragma unroll
+    for (int i = 1; i < kRows; ++i) {
+      t.x += s_acc[i][tid].x;
+      t.y += s_acc[i][tid].y;
+      t.z += s_acc[i][tid].z;
+      t.w += s_acc[i][tid].w;
+    }
+    const float inv = 1.0f / sum;
+    *reinterpret_cast<uint2*>(out + tok * num_heads * D + static_cast<int64_t>(h) * D + 4 * tid) =
+        make_uint2(pack_bf16x2(t.x * inv, t.y * inv), pack_bf16x2(t.z * inv, t.w * inv));
   }
-  out[tok * static_cast<int64_t>(num_heads) * head_dim + static_cast<int64_t>(h) * head_dim + d] =
-      __float2bfloat16(a / sum);
 }
 
-template <int D, int kMaxGroup>
+#if defined(TESSERA_CUDA)
+
+template <int D>
 gpuError_t launch_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
                          int32_t block_size, const DeviceStep& step, int32_t num_heads,
                          int32_t num_kv_heads, float scale, const DecodeSplits& splits,
                          float* part_acc, float* part_ml, gpu_bf16* out, gpuStream_t stream) {
+  constexpr int kSmem = 2 * kStages * kTileKeys * D * static_cast<int>(sizeof(gpu_bf16));
+  static_assert(kSmem >= (2 + (D + 8)) * kMmaWarps * kMaxDecodeGroup * 4,
+                "the epilogue reuses the tiles' shared memory");
+  if constexpr (kSmem > 48 * 1024) {
+    // More than 48 KiB of dynamic shared memory must be allowed once per device.
+    static std::atomic<uint64_t> allowed_on{0};  // bit d: done on device d (d < 64)
+    int device = 0;
+    gpuError_t err = cudaGetDevice(&device);
+    if (err != gpuSuccess) return err;
+    const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+    if (bit == 0 || (allowed_on.load(std::memory_order_acquire) & bit) == 0) {
+      err = cudaFuncSetAttribute(decode_mma_kernel<D>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      if (err != gpuSuccess) return err;
+      allowed_on.fetch_or(bit, std::memory_order_release);
+    }
+  }
+  const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
+  decode_mma_kernel<D><<<grid, kMmaThreads, kSmem, stream>>>(
+      qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+      scale * 1.4426950408889634f, splits.keys_per_split, part_acc, part_ml, out);
+  return gpuGetLastError();
+}
+
+#else  // HIP
+
+template <int D, int kMaxGroup>
+gpuError_t launch_simt(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
+                       int32_t block_size, const DeviceStep& step, int32_t num_heads,
+                       int32_t num_kv_heads, float scale, const DecodeSplits& splits,
+                       float* part_acc, float* part_ml, gpu_bf16* out, gpuStream_t stream) {
   const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
   decode_kernel<D, kMaxGroup><<<grid, kThreads, 0, stream>>>(
       qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
       scale * 1.4426950408889634f, splits.keys_per_split, part_acc, part_ml, out);
-  gpuError_t err = gpuGetLastError();
-  if (err != gpuSuccess || splits.num_splits == 1) return err;
-  combine_kernel<<<dim3(step.num_decode_seqs, num_heads), D, 0, stream>>>(
-      part_acc, part_ml, step, num_heads, D, splits.num_splits, out);
   return gpuGetLastError();
 }
 
 template <int D>
-gpuError_t dispatch_group(int group, const gpu_bf16* qkv, const gpu_bf16* k_cache,
-                          const gpu_bf16* v_cache, int32_t block_size, const DeviceStep& step,
-                          int32_t num_heads, int32_t num_kv_heads, float scale,
-                          const DecodeSplits& splits, float* part_acc, float* part_ml,
-                          gpu_bf16* out, gpuStream_t stream) {
+gpuError_t launch_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
+                         int32_t block_size, const DeviceStep& step, int32_t num_heads,
+                         int32_t num_kv_heads, float scale, const DecodeSplits& splits,
+                         float* part_acc, float* part_ml, gpu_bf16* out, gpuStream_t stream) {
+  const int group = num_heads / num_kv_heads;
   if (group <= 1) {
-    return launch_decode<D, 1>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                               scale, splits, part_acc, part_ml, out, stream);
+    return launch_simt<D, 1>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+                             scale, splits, part_acc, part_ml, out, stream);
   }
   if (group <= 2) {
-    return launch_decode<D, 2>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                               scale, splits, part_acc, part_ml, out, stream);
+    return launch_simt<D, 2>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+                             scale, splits, part_acc, part_ml, out, stream);
   }
   if (group <= 4) {
-    return launch_decode<D, 4>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                               scale, splits, part_acc, part_ml, out, stream);
-  }
-  return launch_decode<D, 8>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+    return launch_simt<D, 4>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
                              scale, splits, part_acc, part_ml, out, stream);
+  }
+  return launch_simt<D, 8>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+                           scale, splits, part_acc, part_ml, out, stream);
+}
+
+#endif  // TESSERA_CUDA
+
+template <int D>
+gpuError_t decode_and_combine(const gpu_bf16* qkv, const gpu_bf16* k_cache,
+                              const gpu_bf16* v_cache, int32_t block_size, const DeviceStep& step,
+                              int32_t num_heads, int32_t num_kv_heads, float scale,
+                              const DecodeSplits& splits, float* part_acc, float* part_ml,
+                              gpu_bf16* out, gpuStream_t stream) {
+  gpuError_t err = launch_decode<D>(qkv, k_cache, v_cache, block_size, step, num_heads,
+                                    num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
+  if (err != gpuSuccess || splits.num_splits == 1) return err;
+  const dim3 grid(step.num_decode_seqs, num_heads);
+  combine_kernel<D><<<grid, kCombineThreads, 0, stream>>>(part_acc, part_ml, step, num_heads,
+                                                          splits.num_splits, out);
+  return gpuGetLastError();
 }
 
 }  // namespace
@@ -227,14 +554,25 @@ DecodeSplits plan_decode_splits(int32_t num_decode_seqs, int32_t num_kv_heads,
                                 int32_t max_context, int32_t multiprocessors) {
   DecodeSplits p;
   if (num_decode_seqs <= 0 || max_context <= 0) return p;
-  // Enough CTAs for four waves over the multiprocessors (memory parallelism), but no split under
-  // kMinKeysPerSplit keys.
+#if defined(TESSERA_CUDA)
+  // One wave of the tensor-core kernel's resident CTAs (two per multiprocessor): each CTA keeps
+  // two tiles in flight, so one wave already saturates memory, and fewer, longer splits pay
+  // the CTA's start (metadata, first tile's latency) and the combine less often. On H100 at
+  // batch 1, 8k keys: 32 splits 72% of copy bandwidth; 64 and 128 splits 48% and 36% (measured
+  // with the earlier combine kernel).
+  const int64_t slots = 2 * static_cast<int64_t>(multiprocessors);
+  const int64_t min_keys = kMinSplitKeys;
+#else
+  // Four CTAs of the SIMT kernel per multiprocessor, at least kMinKeysPerSplit keys each.
+  const int64_t slots = 4 * static_cast<int64_t>(multiprocessors);
+  const int64_t min_keys = kMinKeysPerSplit;
+#endif
   const int64_t ctas = static_cast<int64_t>(num_decode_seqs) * num_kv_heads;
-  const int64_t wanted = (4 * static_cast<int64_t>(multiprocessors) + ctas - 1) / ctas;
-  const int64_t most = (max_context + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  const int64_t wanted = (slots + ctas - 1) / ctas;
+  const int64_t most = (max_context + min_keys - 1) / min_keys;
   const int64_t splits = std::max<int64_t>(1, std::min({wanted, most, int64_t{kMaxDecodeSplits}}));
   int64_t per = (max_context + splits - 1) / splits;
-  per = (per + 63) / 64 * 64;
+  per = (per + kTileKeys - 1) / kTileKeys * kTileKeys;
   p.keys_per_split = static_cast<int32_t>(per);
   p.num_splits = static_cast<int32_t>((max_context + per - 1) / per);
   return p;
@@ -246,17 +584,18 @@ gpuError_t attention_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const 
                             const DecodeSplits& splits, float* part_acc, float* part_ml,
                             gpu_bf16* out, gpuStream_t stream) {
   if (step.num_decode_seqs <= 0) return gpuSuccess;
-  if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0 || splits.num_splits < 1) {
+  if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0 || splits.num_splits < 1 ||
+      splits.num_splits > kMaxDecodeSplits) {
     return gpuErrorInvalidValue;
   }
   const int group = num_heads / num_kv_heads;
   if (!decode_kernel_supported(head_dim, group)) return gpuErrorInvalidValue;
   if (head_dim == 64) {
-    return dispatch_group<64>(group, qkv, k_cache, v_cache, block_size, step, num_heads,
-                              num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
+    return decode_and_combine<64>(qkv, k_cache, v_cache, block_size, step, num_heads,
+                                  num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
   }
-  return dispatch_group<128>(group, qkv, k_cache, v_cache, block_size, step, num_heads,
-                             num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
+  return decode_and_combine<128>(qkv, k_cache, v_cache, block_size, step, num_heads,
+                                 num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
 }
 
 }  // namespace tessera::gpu
