@@ -27,8 +27,13 @@ namespace {
 
 // Keys per pipeline tile (CUDA) and the granule of a split's key range.
 constexpr int kTileKeys = 64;
-// The smallest split worth a CTA: one tile.
+// The smallest split worth a CTA: one tile for the tensor-core kernel (CUDA); for the SIMT
+// kernel (HIP), whose CTAs hold fewer keys in flight, 256 keys.
+#if defined(TESSERA_CUDA)
 constexpr int kMinSplitKeys = 64;
+#else
+constexpr int kMinSplitKeys = 256;
+#endif
 
 // Output of one CTA's merged (max, sum, acc) for head h: the final bf16 row when the split is the
 // only one, else the split's partial.
@@ -561,12 +566,11 @@ DecodeSplits plan_decode_splits(int32_t num_decode_seqs, int32_t num_kv_heads,
   // batch 1, 8k keys: 32 splits 72% of copy bandwidth; 64 and 128 splits 48% and 36% (measured
   // with the earlier combine kernel).
   const int64_t slots = 2 * static_cast<int64_t>(multiprocessors);
-  const int64_t min_keys = kMinSplitKeys;
 #else
-  // Four CTAs of the SIMT kernel per multiprocessor, at least kMinKeysPerSplit keys each.
+  // Four CTAs of the SIMT kernel per multiprocessor.
   const int64_t slots = 4 * static_cast<int64_t>(multiprocessors);
-  const int64_t min_keys = kMinKeysPerSplit;
 #endif
+  const int64_t min_keys = kMinSplitKeys;
   const int64_t ctas = static_cast<int64_t>(num_decode_seqs) * num_kv_heads;
   const int64_t wanted = (slots + ctas - 1) / ctas;
   const int64_t most = (max_context + min_keys - 1) / min_keys;

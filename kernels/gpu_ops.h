@@ -76,7 +76,6 @@ struct DecodeSplits {
   int32_t num_splits = 1;
   int32_t keys_per_split = 1 << 30;
 };
-inline constexpr int kMinKeysPerSplit = 256;
 inline constexpr int kMaxDecodeSplits = 128;
 DecodeSplits plan_decode_splits(int32_t num_decode_seqs, int32_t num_kv_heads,
                                 int32_t max_context, int32_t multiprocessors);
