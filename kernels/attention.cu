@@ -18,9 +18,10 @@ constexpr int kPerLane = (kMaxHeadDim + kWarpSize - 1) / kWarpSize;
 
 // grid (n_tokens, n_heads + 2 * n_kv_heads), block head_dim / 2: rotates q and k heads in place,
 // then writes k and v heads to the cache slot of the token (slots < 0 are padding: skipped).
+// Dimension pair i of a head is (i, i + half), or (2i, 2i + 1) when `interleaved`.
 __global__ void rope_and_cache_kernel(gpu_bf16* qkv, const float* inv_freq, DeviceStep step,
                                       int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                                      gpu_bf16* k_cache, gpu_bf16* v_cache) {
+                                      bool interleaved, gpu_bf16* k_cache, gpu_bf16* v_cache) {
   const int64_t t = blockIdx.x;
   const int32_t h = blockIdx.y;
   const int32_t half = head_dim / 2;
@@ -29,13 +30,14 @@ __global__ void rope_and_cache_kernel(gpu_bf16* qkv, const float* inv_freq, Devi
   const int64_t slot = step.slot_mapping[t];
   const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * head_dim;
   for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
-    float x0 = __bfloat162float(head[i]), x1 = __bfloat162float(head[i + half]);
+    const int32_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+    float x0 = __bfloat162float(head[i0]), x1 = __bfloat162float(head[i1]);
     if (h < num_heads + num_kv_heads) {
       float s, c;
       sincosf(static_cast<float>(step.positions[t]) * inv_freq[i], &s, &c);
       const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
-      head[i] = __float2bfloat16(r0);
-      head[i + half] = __float2bfloat16(r1);
+      head[i0] = __float2bfloat16(r0);
+      head[i1] = __float2bfloat16(r1);
       x0 = r0;
       x1 = r1;
     }
@@ -43,8 +45,8 @@ __global__ void rope_and_cache_kernel(gpu_bf16* qkv, const float* inv_freq, Devi
       const bool is_v = h >= num_heads + num_kv_heads;
       const int32_t kv_head = h - num_heads - (is_v ? num_kv_heads : 0);
       gpu_bf16* dst = (is_v ? v_cache : k_cache) + slot * kv_row + static_cast<int64_t>(kv_head) * head_dim;
-      dst[i] = __float2bfloat16(x0);
-      dst[i + half] = __float2bfloat16(x1);
+      dst[i0] = __float2bfloat16(x0);
+      dst[i1] = __float2bfloat16(x1);
     }
   }
 }
@@ -131,13 +133,14 @@ __global__ void attention_kernel(const gpu_bf16* qkv, const gpu_bf16* k_cache,
 
 gpuError_t rope_and_cache(gpu_bf16* qkv, const float* inv_freq, const DeviceStep& step,
                           int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                          gpu_bf16* k_cache, gpu_bf16* v_cache, gpuStream_t stream) {
+                          bool interleaved, gpu_bf16* k_cache, gpu_bf16* v_cache,
+                          gpuStream_t stream) {
   if (step.num_tokens <= 0) return gpuSuccess;
   const dim3 grid(static_cast<unsigned>(step.num_tokens),
                   static_cast<unsigned>(num_heads + 2 * num_kv_heads));
   const int threads = head_dim / 2 < kWarpSize ? kWarpSize : head_dim / 2;
   rope_and_cache_kernel<<<grid, threads, 0, stream>>>(qkv, inv_freq, step, num_heads, num_kv_heads,
-                                                      head_dim, k_cache, v_cache);
+                                                      head_dim, interleaved, k_cache, v_cache);
   return gpuGetLastError();
 }
 

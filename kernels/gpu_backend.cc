@@ -398,6 +398,7 @@ void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, Atten
   }
   record(GPU_STATUS(gpu::rope_and_cache(bf16_ptr(qkv), inv_freq.as<float>(), step_,
                                         shape.num_heads, shape.num_kv_heads, shape.head_dim,
+                                        shape.rope_style == RopeStyle::kInterleaved,
                                         bf16_ptr(cache.k), bf16_ptr(cache.v), stream_)));
 }
 

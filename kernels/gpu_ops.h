@@ -48,9 +48,12 @@ gpuError_t silu_mul(const gpu_bf16* gate_up, int64_t n, int64_t inter, gpu_bf16*
 gpuError_t gather_rows(const gpu_bf16* x, int64_t hidden, const int32_t* rows, int64_t n_rows,
                        gpu_bf16* out, gpuStream_t stream);
 
+// RoPE on q and k (pairs (i, i + d/2), or (2i, 2i + 1) when `interleaved`), then k and v to the
+// cache at the step's slots (slot < 0: padding, not written).
 gpuError_t rope_and_cache(gpu_bf16* qkv, const float* inv_freq, const DeviceStep& step,
                           int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                          gpu_bf16* k_cache, gpu_bf16* v_cache, gpuStream_t stream);
+                          bool interleaved, gpu_bf16* k_cache, gpu_bf16* v_cache,
+                          gpuStream_t stream);
 
 // Attention. The fast kernels cover head_dim 64 and 128 (prefill: CUDA only; decode: GQA groups
 // up to kMaxDecodeGroup); the generic kernel covers every head_dim up to kMaxHeadDim on both

@@ -29,6 +29,7 @@ struct AttentionShape {
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
+  RopeStyle rope_style = RopeStyle::kRotateHalf;  // how rope_and_cache pairs a head's dims
   int32_t qkv_width() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
 };
 
@@ -82,8 +83,9 @@ class Backend {
                             const Tensor& out) = 0;
   // out[m, n] = x[m, k] @ w[n, k]^T (out may be fp32 while x and w are the compute dtype)
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
-  // Rotates the q and k parts of qkv in place (rotate-half RoPE at each token's position with
-  // inv_freq [head_dim / 2]), then writes k and v into the cache at the step's slot mapping.
+  // Rotates the q and k parts of qkv in place (RoPE at each token's position with inv_freq
+  // [head_dim / 2], dimensions paired as shape.rope_style says), then writes k and v into the
+  // cache at the step's slot mapping (a slot < 0 is padding: not written).
   virtual void rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
                               const KvLayerView& cache) = 0;
   // Causal attention of each sequence's new queries over its cached context (prefill chunks

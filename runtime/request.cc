@@ -1,5 +1,7 @@
 #include "runtime/request.h"
 
+#include <iterator>
+
 namespace tessera {
 
 const char* finish_reason_name(FinishReason r) {
@@ -18,7 +20,21 @@ void OutputStream::push(RequestOutput output) {
   std::function<void()> notify;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(output));
+    if (queue_.empty() || queue_.back().finished) {
+      queue_.push_back(std::move(output));
+    } else {
+      RequestOutput& unread = queue_.back();
+      unread.token_ids.insert(unread.token_ids.end(), output.token_ids.begin(), output.token_ids.end());
+      unread.text += output.text;
+      unread.logprobs.insert(unread.logprobs.end(), std::make_move_iterator(output.logprobs.begin()),
+                             std::make_move_iterator(output.logprobs.end()));
+      if (output.finished) {
+        output.token_ids = std::move(unread.token_ids);
+        output.text = std::move(unread.text);
+        output.logprobs = std::move(unread.logprobs);
+        unread = std::move(output);
+      }
+    }
     notify = notify_;
   }
   cv_.notify_one();

@@ -65,7 +65,9 @@ struct RequestOutput {
 
 // Single producer (the engine), single consumer (the caller). The consumer either blocks in
 // next() or registers a notifier that is called (from the engine thread, without the lock held)
-// whenever output becomes available.
+// whenever output becomes available. A consumer that falls behind gets the outputs it has not
+// read merged into one message (tokens, text and logprobs appended; the final fields from the
+// last), so an unread stream holds one message, not one per token.
 class OutputStream {
  public:
   void push(RequestOutput output);

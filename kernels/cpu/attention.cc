@@ -10,15 +10,18 @@ namespace tessera::cpu {
 
 namespace {
 
-// Rotate-half RoPE of one head vector [head_dim] at `position`.
-void rotate_half(float* x, const float* inv_freq, int32_t head_dim, int32_t position) {
+// RoPE of one head vector [head_dim] at `position`: pair i is (i, i + half) or (2i, 2i + 1).
+void rotate(float* x, const float* inv_freq, int32_t head_dim, int32_t position, RopeStyle style) {
   const int32_t half = head_dim / 2;
+  const bool interleaved = style == RopeStyle::kInterleaved;
   for (int32_t i = 0; i < half; ++i) {
     const float angle = static_cast<float>(position) * inv_freq[i];
     const float c = std::cos(angle), s = std::sin(angle);
-    const float x0 = x[i], x1 = x[i + half];
-    x[i] = x0 * c - x1 * s;
-    x[i + half] = x0 * s + x1 * c;
+    float& a = x[interleaved ? 2 * i : i];
+    float& b = x[interleaved ? 2 * i + 1 : i + half];
+    const float x0 = a, x1 = b;
+    a = x0 * c - x1 * s;
+    b = x0 * s + x1 * c;
   }
 }
 
@@ -34,7 +37,9 @@ void rope_and_cache(float* qkv, const float* inv_freq, const StepBatch& batch, A
   for (int32_t t = 0; t < n; ++t) {
     float* row = qkv + t * width;
     const int32_t pos = batch.positions[t];
-    for (int32_t h = 0; h < s.num_heads + s.num_kv_heads; ++h) rotate_half(row + h * d, inv_freq, d, pos);
+    for (int32_t h = 0; h < s.num_heads + s.num_kv_heads; ++h) {
+      rotate(row + h * d, inv_freq, d, pos, s.rope_style);
+    }
     const int64_t slot = batch.slot_mapping[t];
     if (slot < 0) continue;  // padding: no cache entry
     const float* k = row + static_cast<int64_t>(s.num_heads) * d;

@@ -140,7 +140,7 @@ uint64_t LlamaModel::activation_bytes(const ModelConfig& c, const ForwardLimits&
 AttentionShape LlamaModel::attention_shape() const {
   return AttentionShape{static_cast<int32_t>(config_.num_heads),
                         static_cast<int32_t>(config_.num_kv_heads),
-                        static_cast<int32_t>(config_.head_dim)};
+                        static_cast<int32_t>(config_.head_dim), config_.rope_style};
 }
 
 KvCacheShape LlamaModel::kv_cache_shape(int32_t num_blocks, int32_t block_size) const {

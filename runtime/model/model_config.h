@@ -18,6 +18,11 @@ struct RopeScaling {
   int64_t original_max_position = 8192;  // llama3 only
 };
 
+// How RoPE pairs a head's dimensions: (i, i + head_dim/2) as HF Llama rotates them
+// ("rotate half", GPT-NeoX), or (2i, 2i + 1) as llama.cpp's "norm" rope and GPT-J do. Dimension
+// pair i turns by position * inv_freq[i] either way.
+enum class RopeStyle { kRotateHalf, kInterleaved };
+
 struct ModelConfig {
   std::string architecture;  // "llama" (HF LlamaForCausalLM / GGUF general.architecture)
   std::string name;          // human-readable, may be empty
@@ -32,6 +37,7 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
+  RopeStyle rope_style = RopeStyle::kRotateHalf;
   bool tie_word_embeddings = false;
 
   // Checks every field for sanity (positive, divisible, bounded) and names the first bad one.

@@ -329,20 +329,24 @@ AttnInputs GpuKernelTest::attention_inputs(const AttnCase& c, float k_max) {
 }
 
 TEST_F(GpuKernelTest, RopeAndCache) {
-  for (const AttnCase& c : attention_cases()) {
-    AttnInputs in = attention_inputs(c, 1.0f);
-    const AttentionShape shape = in.shape;
-    Pair &qkv = in.qkv, &k = in.k, &v = in.v;
-    Pair freq = make({c.head_dim / 2}, DType::kF32);
-    set(freq, inv_freq(c.head_dim));
-    cpu_.rope_and_cache(qkv.c, freq.c, shape, KvLayerView{k.c, v.c});
-    gpu_->rope_and_cache(qkv.g, freq.g, shape, KvLayerView{k.g, v.g});
-    const double eq = err(qkv), ek = err(k), ev = err(v);
-    EXPECT_LT(eq, kBf16Tol) << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
-    EXPECT_LT(ek, kBf16Tol) << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
-    EXPECT_EQ(ev, 0.0) << c.what << " d" << c.head_dim;  // v is copied, not rotated
-    std::printf("[ metric ] rope_and_cache %s d=%d heads=%d/%d rel_err qkv %.2e k %.2e v %.2e\n",
-                c.what, c.head_dim, c.num_heads, c.num_kv_heads, eq, ek, ev);
+  for (const RopeStyle style : {RopeStyle::kRotateHalf, RopeStyle::kInterleaved}) {
+    const char* style_name = style == RopeStyle::kInterleaved ? "interleaved" : "rotate_half";
+    for (const AttnCase& c : attention_cases()) {
+      AttnInputs in = attention_inputs(c, 1.0f);
+      AttentionShape shape = in.shape;
+      shape.rope_style = style;
+      Pair &qkv = in.qkv, &k = in.k, &v = in.v;
+      Pair freq = make({c.head_dim / 2}, DType::kF32);
+      set(freq, inv_freq(c.head_dim));
+      cpu_.rope_and_cache(qkv.c, freq.c, shape, KvLayerView{k.c, v.c});
+      gpu_->rope_and_cache(qkv.g, freq.g, shape, KvLayerView{k.g, v.g});
+      const double eq = err(qkv), ek = err(k), ev = err(v);
+      EXPECT_LT(eq, kBf16Tol) << style_name << " " << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
+      EXPECT_LT(ek, kBf16Tol) << style_name << " " << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
+      EXPECT_EQ(ev, 0.0) << c.what << " d" << c.head_dim;  // v is copied, not rotated
+      std::printf("[ metric ] rope_and_cache %s %s d=%d heads=%d/%d rel_err qkv %.2e k %.2e v %.2e\n",
+                  style_name, c.what, c.head_dim, c.num_heads, c.num_kv_heads, eq, ek, ev);
+    }
   }
 }
 

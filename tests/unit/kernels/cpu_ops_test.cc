@@ -106,6 +106,61 @@ struct AttentionCase {
   std::vector<int32_t> fresh;   // new tokens this step per sequence
 };
 
+// One token, two query heads and one KV head of dimension 8 at position 7; slot 3, or -1.
+struct RopeCase {
+  AttentionShape shape{2, 1, 8};
+  StepBatch batch;
+  std::vector<float> inv_freq = {1.0f, 0.3f, 0.05f, 0.01f};
+  explicit RopeCase(int32_t slot) {
+    batch.token_ids = {0};
+    batch.positions = {7};
+    batch.slot_mapping = {slot};
+    batch.query_start = {0, 1};
+    batch.context_len = {8};
+    batch.block_tables = {0};
+    batch.max_blocks = 1;
+  }
+};
+
+TEST(CpuOps, InterleavedRopeIsRotateHalfOnPairedDimensions) {
+  // Dimension 2i of an interleaved head plays the part of dimension i of a rotate-half head,
+  // and 2i + 1 that of i + 4: the same input so permuted must come out so permuted.
+  RopeCase c(3);
+  const int32_t d = 8, width = c.shape.qkv_width();
+  const std::vector<float> qkv = random_vector(width, 7);
+  auto to_half = [&](const std::vector<float>& v) {
+    std::vector<float> out(v);
+    for (int32_t h = 0; h < width / d; ++h) {
+      for (int32_t i = 0; i < d / 2; ++i) {
+        out[h * d + i] = v[h * d + 2 * i];
+        out[h * d + i + d / 2] = v[h * d + 2 * i + 1];
+      }
+    }
+    return out;
+  };
+  std::vector<float> interleaved = qkv, half = to_half(qkv);
+  std::vector<float> k_interleaved(4 * d, 0.0f), v_interleaved(4 * d, 0.0f);
+  std::vector<float> k_half(4 * d, 0.0f), v_half(4 * d, 0.0f);
+  AttentionShape s = c.shape;
+  s.rope_style = RopeStyle::kInterleaved;
+  cpu::rope_and_cache(interleaved.data(), c.inv_freq.data(), c.batch, s, k_interleaved.data(),
+                      v_interleaved.data());
+  cpu::rope_and_cache(half.data(), c.inv_freq.data(), c.batch, c.shape, k_half.data(), v_half.data());
+  EXPECT_EQ(to_half(interleaved), half);
+  EXPECT_EQ(to_half(k_interleaved), k_half);
+  EXPECT_EQ(to_half(v_interleaved), v_half);
+  EXPECT_NE(interleaved, qkv);  // it did rotate
+}
+
+TEST(CpuOps, PaddingSlotWritesNoCacheEntry) {
+  RopeCase c(-1);
+  std::vector<float> qkv = random_vector(c.shape.qkv_width(), 8);
+  std::vector<float> k(4 * 8, 5.0f), v(4 * 8, 5.0f);
+  cpu::rope_and_cache(qkv.data(), c.inv_freq.data(), c.batch, c.shape, k.data(), v.data());
+  EXPECT_EQ(k, std::vector<float>(4 * 8, 5.0f));
+  EXPECT_EQ(v, std::vector<float>(4 * 8, 5.0f));
+}
+
 class PagedAttention : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(PagedAttention, MatchesDenseCausalReference) {
