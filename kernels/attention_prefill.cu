@@ -220,31 +220,35 @@ __global__ void __launch_bounds__(kThreads)
 
 // --- sm_90a: warpgroup MMAs (wgmma) ------------------------------------------------------------
 // One CTA per (128-query tile, query head, prefill sequence) as above, but two warpgroups of 64
-// query rows each and 128-key tiles. S = Q K^T runs as wgmma m64n64k16 (two per 16 head
-// columns: keys 0-63 and 64-127) with both operands read from shared memory (Q and K tiles in
-// the 128-byte-swizzled K-major layout that wgmma's descriptors name); P stays in registers
-// (fp32 S -> bf16, the mma.m16n8k16 A layout per warp) and O += P V runs as wgmma m64n64k16 per
-// 64 columns of the head, V read N-major (transposed) from shared memory. K/V tiles are gathered
-// from the paged cache by cp.async into three stages: P V of tile j and S of tile j+1 are queued
-// on the tensor cores back to back, tile j+2's copies issued behind them (one barrier per tile);
-// the block-table entries of tile j+3 are fetched into registers meanwhile. No wgmma is in
-// flight while S is masked or O rescaled (ptxas would serialize the wgmmas otherwise).
+// query rows each and 128-key tiles. S = Q K^T runs as wgmma m64n128k16 with both operands read
+// from shared memory (Q and K tiles in the 128-byte-swizzled K-major layout that wgmma's
+// descriptors name); P stays in registers (fp32 S -> bf16, the mma.m16n8k16 A layout per warp)
+// and O += P V runs as wgmma m64n128k16 (d=64: m64n64k16), V read N-major (transposed) from shared
+// memory. K/V tiles are gathered from the paged cache by cp.async into three stages, each with
+// mbarriers instead of CTA-wide barriers: `full` completes when every thread's copies landed
+// (cp.async.mbarrier.arrive), `k_free` / `v_free` when every warp's wgmmas reading the stage's
+// K / V retired. The two warpgroups take turns on the tensor cores (ping-pong, named barriers):
+// one turn queues a warpgroup's P V of tile j and S of tile j+1, and its softmax of tile j+1 runs
+// while the other warpgroup's turn runs. Copies of tile j+2 are issued right behind a turn, and
+// block-table lookups use a multiply-shift division (a hardware divide per key row made the
+// kernel issue-bound). No wgmma is in flight while S is masked or O rescaled (ptxas would
+// serialize the wgmmas otherwise).
 namespace hopper {
 
 constexpr int kBlockM = 128;  // queries per CTA: two warpgroups of 64 rows
-constexpr int kBlockN = 128;  // keys per tile
 constexpr int kThreads = 256;
-constexpr int kRegionBytes = 128 * 128;  // 128 rows x 64 bf16 (one 128-byte swizzle column)
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TESSERA_PREFILL_SM90 1
+constexpr int kBlockN = 128;  // keys per tile
+constexpr int kRegionBytes = 128 * 128;  // 128 rows x 64 bf16 (one 128-byte swizzle column)
 
 __device__ __forceinline__ void cp16(uint32_t smem, const void* gmem, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(bytes));
 }
 
-// Shared-memory matrix descriptor: 128-byte swizzle, 8-row core groups 1024 bytes apart (the
-// stride of both the MN and the K direction here: each operand's extent is one swizzle column).
+// Shared-memory matrix descriptor: 128-byte swizzle, 8-row core groups 1024 bytes apart (K-major
+// operands: Q and K tiles; and V for d=64, whose extent is one swizzle column).
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{1024 >> 4} << 16) |
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
@@ -254,11 +258,6 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
 // chunk index XOR row % 8 (the hardware's 128-byte swizzle; regions are 1024-byte aligned).
 __device__ __forceinline__ uint32_t sw128(int r, int c) {
   return (c >> 3) * kRegionBytes + r * 128 + (((c & 7) ^ (r & 7)) << 4);
-}
-
-// Waits for all but the most recent cp.async group.
-__device__ __forceinline__ void cp_async_wait_one() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -283,25 +282,6 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-// d[64 x 64] (+)= a[64 x 16] b[16 x 64]^T, both operands K-major in 128-byte-swizzled shared memory.
-__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
-                                           int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-// The same, d = a b^T (d is only written: no instruction before it has to define d).
-__device__ __forceinline__ void wgmma_ss_n64_zero(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(0));
-}
-
 // d[64 x 64] += a[64 x 16] (registers, the mma.m16n8k16 A layout per warp) b[16 x 64], b N-major
 // (transposed) in 128-byte-swizzled shared memory.
 __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
@@ -312,14 +292,82 @@ __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
+// mbarriers in shared memory (CTA scope).
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// Arrives on bar once every cp.async this thread issued so far has landed (counted in the
+// barrier's expected arrivals: noinc).
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// Waits until the phase of the given parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Named barriers (0 is __syncthreads'): sync waits for `count` threads, arrive only counts.
+__device__ __forceinline__ void named_bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+// d[64 x 128] (+)= a[64 x 16] b[16 x 128]^T, both operands K-major in 128-byte-swizzled shared
+// memory (n8 chunk i of d: [4i], [4i+1] in the lane's first row, [4i+2], [4i+3] eight rows down).
+__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// The same, d = a b^T (d is only written: no instruction before it has to define d).
+__device__ __forceinline__ void wgmma_ss_n128_zero(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]), "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), "=f"(d[40]), "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]), "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]), "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(0));
+}
+
+// d[64 x 128] += a[64 x 16] (registers) b[16 x 128], b N-major in two 64-column swizzle atoms
+// kRegionBytes apart (the descriptor's leading byte offset); d0 holds columns 0-63, d1 64-127.
+__device__ __forceinline__ void wgmma_rs_n128_tb(float (&d0)[32], float (&d1)[32], const uint32_t (&a)[4],
+                                                 uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d0[4]), "+f"(d0[5]), "+f"(d0[6]), "+f"(d0[7]), "+f"(d0[8]), "+f"(d0[9]), "+f"(d0[10]), "+f"(d0[11]), "+f"(d0[12]), "+f"(d0[13]), "+f"(d0[14]), "+f"(d0[15]), "+f"(d0[16]), "+f"(d0[17]), "+f"(d0[18]), "+f"(d0[19]), "+f"(d0[20]), "+f"(d0[21]), "+f"(d0[22]), "+f"(d0[23]), "+f"(d0[24]), "+f"(d0[25]), "+f"(d0[26]), "+f"(d0[27]), "+f"(d0[28]), "+f"(d0[29]), "+f"(d0[30]), "+f"(d0[31]), "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3]), "+f"(d1[4]), "+f"(d1[5]), "+f"(d1[6]), "+f"(d1[7]), "+f"(d1[8]), "+f"(d1[9]), "+f"(d1[10]), "+f"(d1[11]), "+f"(d1[12]), "+f"(d1[13]), "+f"(d1[14]), "+f"(d1[15]), "+f"(d1[16]), "+f"(d1[17]), "+f"(d1[18]), "+f"(d1[19]), "+f"(d1[20]), "+f"(d1[21]), "+f"(d1[22]), "+f"(d1[23]), "+f"(d1[24]), "+f"(d1[25]), "+f"(d1[26]), "+f"(d1[27]), "+f"(d1[28]), "+f"(d1[29]), "+f"(d1[30]), "+f"(d1[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
+// Descriptor of an N-major operand spanning two 64-column swizzle atoms (V for d=128): leading
+// byte offset kRegionBytes between the atoms, 8-row core groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{kRegionBytes >> 4} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
 #endif  // sm_90a
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_kernel(const gpu_bf16* __restrict__ qkv, const gpu_bf16* __restrict__ k_cache,
-                   const gpu_bf16* __restrict__ v_cache, int32_t block_size, DeviceStep step,
-                   int32_t num_heads, int32_t num_kv_heads, float scale_log2, bool causal,
-                   gpu_bf16* __restrict__ out) {
+                   const gpu_bf16* __restrict__ v_cache, int32_t block_size, uint32_t bs_magic,
+                   int32_t bs_shift, DeviceStep step, int32_t num_heads, int32_t num_kv_heads,
+                   float scale_log2, bool causal, gpu_bf16* __restrict__ out) {
 #if defined(TESSERA_PREFILL_SM90)
   constexpr int kChunks = D / 8;                  // 16-byte chunks per row
   constexpr int kRowStep = kThreads / kChunks;    // rows one pass of the CTA copies
@@ -327,8 +375,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kTileBytes = 128 * D * 2;
   constexpr int kRegions = D / 64;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // Per stage: full (every thread's copies of the tile landed), k_free and v_free (every warp's
+  // wgmmas reading the stage's K, V retired).
+  __shared__ __align__(8) uint64_t bars[9];
   const uint32_t raw = sm80::smem_addr(smem_raw);
   const uint32_t sQ = (raw + 1023) & ~1023u;
+  const uint32_t full = sm80::smem_addr(bars), k_free = full + 24, v_free = full + 48;
   // Stage s: K at sQ + (1 + 2s) tiles, V at sQ + (2 + 2s) tiles.
 
   const int seq = step.prefill_seqs[blockIdx.z];
@@ -349,6 +401,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int n_tiles = (n_keys + kBlockN - 1) / kBlockN;
   const int tid = threadIdx.x;
   const int cc = tid % kChunks, r0 = tid / kChunks;  // this thread's chunk column and first row
+  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < 3; ++s) {
+      mbar_init(full + 8 * s, kThreads);
+      mbar_init(k_free + 8 * s, kThreads / 32);
+      mbar_init(v_free + 8 * s, kThreads / 32);
+    }
+  }
+  __syncthreads();
 
   const gpu_bf16* q_base =
       qkv + static_cast<int64_t>(q_begin + qt * kBlockM) * qkv_stride + static_cast<int64_t>(h) * D;
@@ -364,28 +427,34 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const int j = tile * kBlockN + r0 + i * kRowStep;
-      slot[i] = j < n_keys ? table[j / block_size] * block_size + j % block_size : -1;
+      const uint32_t u = j;
+      const uint32_t blk = (__umulhi(u, bs_magic) + u) >> bs_shift;  // j / block_size
+      slot[i] = j < n_keys ? table[blk] * block_size + (j - static_cast<int>(blk) * block_size) : -1;
+    }
+  };
+  auto load_rows = [&](uint32_t dst, const gpu_bf16* head) {
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const bool ok = slot[i] >= 0;
+      cp16(dst + sw128(r0 + i * kRowStep, cc), head + (ok ? static_cast<int64_t>(slot[i]) * kv_row : 0),
+           ok ? 16 : 0);
     }
   };
   const gpu_bf16* k_head = k_cache + static_cast<int64_t>(kvh) * D + cc * 8;
   const gpu_bf16* v_head = v_cache + static_cast<int64_t>(kvh) * D + cc * 8;
-  auto load_tile = [&](int stage) {
-    const uint32_t sK = sQ + (1 + 2 * stage) * kTileBytes, sV = sK + kTileBytes;
-#pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      const int r = r0 + i * kRowStep;
-      const bool ok = slot[i] >= 0;
-      const int64_t off = ok ? static_cast<int64_t>(slot[i]) * kv_row : 0;
-      cp16(sK + sw128(r, cc), k_head + off, ok ? 16 : 0);
-      cp16(sV + sw128(r, cc), v_head + off, ok ? 16 : 0);
-    }
-  };
+  auto stage_k = [&](int stage) { return sQ + (1 + 2 * stage) * kTileBytes; };
   fetch_slots(0);
-  load_tile(0);
-  sm80::cp_async_commit();
-  if (n_tiles > 1) fetch_slots(1);
+  load_rows(stage_k(0), k_head);
+  load_rows(stage_k(0) + kTileBytes, v_head);
+  mbar_arrive_cp_async(full);
+  if (n_tiles > 1) {
+    fetch_slots(1);
+    load_rows(stage_k(1), k_head);
+    load_rows(stage_k(1) + kTileBytes, v_head);
+    mbar_arrive_cp_async(full + 8);
+  }
+  if (n_tiles > 2) fetch_slots(2);
 
-  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int row0 = qt * kBlockM + wg * 64 + warp * 16 + g;  // this lane's rows: row0, row0 + 8
   const int qpos0 = ctx_start + row0, qpos1 = qpos0 + 8;
@@ -398,37 +467,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   const uint32_t sQ_wg = sQ + wg * 64 * 128;
 
-  if (n_tiles > 1) load_tile(1);
-  sm80::cp_async_commit();
-  if (n_tiles > 2) fetch_slots(2);
-  cp_async_wait_one();
-  fence_proxy_async();
-  __syncthreads();  // tile 0 and Q landed for every thread
-  // S of keys 0-63 and 64-127 of the tile (n8 chunk i: [4i], [4i+1] in row0, [4i+2], [4i+3] in
-  // row0 + 8), and P as the A fragments of 16 keys each.
-  float sa[32], sb[32];
-  uint32_t pa[4][4], pb[4][4];
+  // S of the tile's 128 keys (n8 chunk i: [4i], [4i+1] in row0, [4i+2], [4i+3] in row0 + 8), and
+  // P as the A fragments of 16 keys each.
+  float s[64];
+  uint32_t p[8][4];
   auto issue_s = [&](uint32_t sK) {
-    wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t koff = (kk / 4) * kRegionBytes + (kk % 4) * 32;
       if (kk == 0) {
-        wgmma_ss_n64_zero(sa, smem_desc(sQ_wg + koff), smem_desc(sK + koff));
+        wgmma_ss_n128_zero(s, smem_desc(sQ_wg + koff), smem_desc(sK + koff));
       } else {
-        wgmma_ss_n64(sa, smem_desc(sQ_wg + koff), smem_desc(sK + koff), 1);
+        wgmma_ss_n128(s, smem_desc(sQ_wg + koff), smem_desc(sK + koff), 1);
       }
     }
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t koff = (kk / 4) * kRegionBytes + (kk % 4) * 32;
-      if (kk == 0) {
-        wgmma_ss_n64_zero(sb, smem_desc(sQ_wg + koff), smem_desc(sK + 64 * 128 + koff));
-      } else {
-        wgmma_ss_n64(sb, smem_desc(sQ_wg + koff), smem_desc(sK + 64 * 128 + koff), 1);
-      }
-    }
-    wgmma_commit();
   };
   auto rescale = [&](float alpha0, float alpha1) {
 #pragma unroll
@@ -442,50 +494,44 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   };
-  auto pin_o = [&] {
+  auto pin_all = [&] {
 #pragma unroll
     for (int b = 0; b < kRegions; ++b) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) pin(o[b][i]);
     }
-  };
-  auto pin_p = [&](uint32_t (&pf)[4][4]) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    for (int i = 0; i < 64; ++i) pin(s[i]);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) pin(pf[kk][i]);
+    for (int kk = 0; kk < 8; ++kk) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pin(p[kk][i]);
     }
   };
-  // Softmax of the whole tile (both halves) from one running max.
-  auto softmax_full = [&](float& alpha0, float& alpha1, int key_base) {
-    float* hs[2] = {sa, sb};
+  // Softmax of the tile from one running max.
+  auto softmax = [&](float& alpha0, float& alpha1, int key_base) {
     if (key_base + kBlockN > n_keys || (causal && key_base + kBlockN - 1 > first_pos)) {
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
+      for (int n = 0; n < 16; ++n) {
 #pragma unroll
-        for (int n = 0; n < 8; ++n) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = key_base + hf * 64 + n * 8 + 2 * t + e;
-            if (key >= ctx || (causal && key > qpos0)) hs[hf][4 * n + e] = -INFINITY;
-            if (key >= ctx || (causal && key > qpos1)) hs[hf][4 * n + 2 + e] = -INFINITY;
-          }
+        for (int e = 0; e < 2; ++e) {
+          const int key = key_base + n * 8 + 2 * t + e;
+          if (key >= ctx || (causal && key > qpos0)) s[4 * n + e] = -INFINITY;
+          if (key >= ctx || (causal && key > qpos1)) s[4 * n + 2 + e] = -INFINITY;
         }
       }
     }
     float mx0 = m0, mx1 = m1;
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        mx0 = fmaxf(mx0, fmaxf(hs[hf][4 * n], hs[hf][4 * n + 1]));
-        mx1 = fmaxf(mx1, fmaxf(hs[hf][4 * n + 2], hs[hf][4 * n + 3]));
-      }
+    for (int n = 0; n < 16; ++n) {
+      mx0 = fmaxf(mx0, fmaxf(s[4 * n], s[4 * n + 1]));
+      mx1 = fmaxf(mx1, fmaxf(s[4 * n + 2], s[4 * n + 3]));
     }
     mx0 = fmaxf(mx0, shfl_xor(mx0, 1));
     mx0 = fmaxf(mx0, shfl_xor(mx0, 2));
     mx1 = fmaxf(mx1, shfl_xor(mx1, 1));
     mx1 = fmaxf(mx1, shfl_xor(mx1, 2));
+    // A row with every key so far masked keeps max -inf: subtract 0 instead (no inf - inf).
     const float base0 = mx0 == -INFINITY ? 0.0f : mx0 * scale_log2;
     const float base1 = mx1 == -INFINITY ? 0.0f : mx1 * scale_log2;
     alpha0 = exp2_approx(m0 * scale_log2 - base0);
@@ -494,67 +540,91 @@ __global__ void __launch_bounds__(kThreads, 1)
     m1 = mx1;
     float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      uint32_t (&pf)[4][4] = hf == 0 ? pa : pb;
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const float e0 = exp2_approx(hs[hf][4 * n] * scale_log2 - base0);
-        const float e1 = exp2_approx(hs[hf][4 * n + 1] * scale_log2 - base0);
-        const float e2 = exp2_approx(hs[hf][4 * n + 2] * scale_log2 - base1);
-        const float e3 = exp2_approx(hs[hf][4 * n + 3] * scale_log2 - base1);
-        sum0 += e0 + e1;
-        sum1 += e2 + e3;
-        pf[n / 2][(n % 2) * 2] = pack_bf16x2(e0, e1);
-        pf[n / 2][(n % 2) * 2 + 1] = pack_bf16x2(e2, e3);
-      }
+    for (int n = 0; n < 16; ++n) {
+      const float e0 = exp2_approx(s[4 * n] * scale_log2 - base0);
+      const float e1 = exp2_approx(s[4 * n + 1] * scale_log2 - base0);
+      const float e2 = exp2_approx(s[4 * n + 2] * scale_log2 - base1);
+      const float e3 = exp2_approx(s[4 * n + 3] * scale_log2 - base1);
+      sum0 += e0 + e1;
+      sum1 += e2 + e3;
+      p[n / 2][(n % 2) * 2] = pack_bf16x2(e0, e1);
+      p[n / 2][(n % 2) * 2 + 1] = pack_bf16x2(e2, e3);
     }
     l0 = l0 * alpha0 + sum0;
     l1 = l1 * alpha1 + sum1;
   };
-  // Nothing is in flight while S is masked or O rescaled; P V of tile j and S of tile j+1 are
-  // queued back to back (one wait), the copies of tile j+2 issued behind them.
-  issue_s(sQ + kTileBytes);
+  // Ping-pong: the warpgroups take turns issuing their wgmmas (named barriers 1 and 2: a turn
+  // waits for the other warpgroup's previous turn to be issued), so one warpgroup's softmax runs
+  // while the other's matrix products do. Warpgroup 0 goes first.
+  // Counts, not branches, keep the warpgroups' code paths alike (ptxas serializes wgmmas behind
+  // warpgroup-divergent branches): warpgroup 0's first turn and warpgroup 1's final wait count
+  // only their own 128 threads; warpgroup 0's final wait takes warpgroup 1's last pass.
+  auto turn_wait = [&](int count) {
+    named_bar_sync(1 + wg, count);
+  };
+  auto turn_pass = [&] {
+    named_bar_arrive(2 - wg, kThreads);
+  };
+  mbar_wait(full, 0);
+  fence_proxy_async();
+  turn_wait(128 + 128 * wg);
+  wgmma_fence();
+  issue_s(stage_k(0));
+  wgmma_commit();
+  turn_pass();
   wgmma_wait<0>();
+  if (lane == 0) mbar_arrive(k_free);
+  // Per tile j: softmax of S_j (nothing in flight: ptxas would serialize the wgmmas otherwise),
+  // then one turn queues P_j V_j and S_{j+1}; behind it the copies of tile j+2 go into the stage
+  // of tile j-1 (K as soon as every warpgroup's S_{j-1} retired, V after its P_{j-1} V_{j-1}).
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int stage = tile % 3;
-    const uint32_t sV = sQ + (2 + 2 * stage) * kTileBytes;
+    const uint32_t sV = stage_k(stage) + kTileBytes;
     float alpha0, alpha1;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      pin(sa[i]);
-      pin(sb[i]);
-    }
-    pin_o();
-    pin_p(pa);
-    pin_p(pb);
-    softmax_full(alpha0, alpha1, tile * kBlockN);
+    pin_all();
+    softmax(alpha0, alpha1, tile * kBlockN);
     rescale(alpha0, alpha1);
+    const bool next = tile + 1 < n_tiles, load = tile + 2 < n_tiles;
+    if (next) {
+      mbar_wait(full + 8 * ((tile + 1) % 3), ((tile + 1) / 3) & 1);
+      fence_proxy_async();
+    }
+    turn_wait(kThreads);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
+      if constexpr (kRegions == 2) {
+        wgmma_rs_n128_tb(o[0], o[1], p[kk], smem_desc_mn(sV + kk * 16 * 128));
+      } else {
 #pragma unroll
-      for (int b = 0; b < kRegions; ++b) {
-        wgmma_rs_n64_tb(o[b], kk < 4 ? pa[kk] : pb[kk - 4],
-                        smem_desc(sV + b * kRegionBytes + kk * 16 * 128));
+        for (int b = 0; b < kRegions; ++b) {
+          wgmma_rs_n64_tb(o[b], p[kk], smem_desc(sV + b * kRegionBytes + kk * 16 * 128));
+        }
       }
     }
+    if (next) issue_s(stage_k((tile + 1) % 3));
     wgmma_commit();
-    if (tile + 1 < n_tiles) {
-      sm80::cp_async_wait_all();
-      fence_proxy_async();
-      __syncthreads();  // tile + 1 landed for every thread; every warpgroup is done with tile - 1
-      issue_s(sQ + (1 + 2 * ((tile + 1) % 3)) * kTileBytes);
-      if (tile + 2 < n_tiles) {
-        load_tile((tile + 2) % 3);
-        sm80::cp_async_commit();
-        if (tile + 3 < n_tiles) fetch_slots(tile + 3);
-      }
+    turn_pass();
+    const int ls = (tile + 2) % 3;
+    const uint32_t parity = ((tile + 2) / 3 - 1) & 1;  // tile - 1 used the stage
+    if (load) {
+      if (tile >= 1) mbar_wait(k_free + 8 * ls, parity);
+      load_rows(stage_k(ls), k_head);
+    }
+    if (load) {
+      if (tile >= 1) mbar_wait(v_free + 8 * ls, parity);
+      load_rows(stage_k(ls) + kTileBytes, v_head);
+      mbar_arrive_cp_async(full + 8 * ls);
     }
     wgmma_wait<0>();
+    if (lane == 0) {
+      mbar_arrive(v_free + 8 * stage);
+      if (next) mbar_arrive(k_free + 8 * ((tile + 1) % 3));
+    }
+    if (load && tile + 3 < n_tiles) fetch_slots(tile + 3);
   }
-  pin_o();
-  pin_p(pa);
-  pin_p(pb);
+  turn_wait(kThreads - 128 * wg);
+  pin_all();
   l0 += shfl_xor(l0, 1);
   l0 += shfl_xor(l0, 2);
   l1 += shfl_xor(l1, 1);
@@ -622,11 +692,17 @@ gpuError_t launch_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gp
     if (device < 64) chosen[device].store(kind, std::memory_order_release);
   }
   const float scale_log2 = scale * 1.4426950408889634f;
-  if (kind == kWgmma) {
+  if (kind != kMma) {
     const dim3 grid((step.max_prefill_q + hopper::kBlockM - 1) / hopper::kBlockM, num_heads,
                     step.num_prefill_seqs);
+    // j / block_size as (umulhi(j, magic) + j) >> shift for 0 <= j < 2^31, shift = ceil(log2
+    // block_size), magic = floor(2^32 (2^shift - block_size) / block_size) + 1 (Granlund-Montgomery).
+    const int shift = block_size > 1 ? 32 - __builtin_clz(static_cast<uint32_t>(block_size - 1)) : 0;
+    const uint32_t magic = static_cast<uint32_t>(
+        ((uint64_t{1} << 32) * ((uint64_t{1} << shift) - block_size)) / block_size + 1);
     hopper::prefill_kernel<D><<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
-        qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads, scale_log2, causal, out);
+        qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads, scale_log2,
+        causal, out);
   } else {
     const int smem = (kBlockM + 2 * kBlockN) * D * static_cast<int>(sizeof(gpu_bf16));
     const dim3 grid((step.max_prefill_q + kBlockM - 1) / kBlockM, num_heads, step.num_prefill_seqs);
