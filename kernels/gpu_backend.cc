@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/dequant_gpu.h"
 #include "runtime/model/dtype.h"
 #include "runtime/str_cat.h"
 
@@ -163,6 +164,10 @@ absl::Status GpuBackend::upload(const float* src, int64_t n, const Tensor& dst) 
 absl::Status GpuBackend::load_weight(const WeightSource& weights, std::string_view name,
                                      const Tensor& dst) {
   make_current();
+  absl::StatusOr<bool> on_device = load_weight_on_device(weights, name, dst);
+  if (!on_device.ok()) return on_device.status();
+  if (*on_device) return absl::OkStatus();
+  // Everything else: fp32 from the source (converted on the host), uploaded and rounded here.
   std::span<const int64_t> shape(dst.shape.data(), dst.rank);
   const size_t n = static_cast<size_t>(dst.numel());
   if (absl::Status s = ensure_pinned(n * sizeof(float)); !s.ok()) return s;
@@ -174,6 +179,56 @@ absl::Status GpuBackend::load_weight(const WeightSource& weights, std::string_vi
   if (absl::Status s = upload(pinned_, static_cast<int64_t>(n), dst); !s.ok()) return s;
   GPU_CHECK(gpuStreamSynchronize(stream_));
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> GpuBackend::load_weight_on_device(const WeightSource& weights,
+                                                       std::string_view name, const Tensor& dst) {
+  if (dst.dtype != DType::kBF16) return false;
+  // Whatever this path does not take (a missing tensor, another type, a shape other than dst's)
+  // goes to the host path, whose read_f32 reports the errors.
+  absl::StatusOr<RawTensor> raw = weights.raw(name);
+  if (!raw.ok() || !gpu::dequantizes_on_device(raw->info.dtype)) return false;
+  const std::vector<int64_t>& shape = raw->info.shape;
+  if (!std::equal(shape.begin(), shape.end(), dst.shape.begin(), dst.shape.begin() + dst.rank)) {
+    return false;
+  }
+  const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(raw->info.dtype));
+  const int64_t n = dst.numel();
+  if (n == 0) return false;
+  // Rows matter only to the q/k row permutation; otherwise the tensor is one row of blocks.
+  const bool permuted = raw->qk_permuted;
+  const int64_t row_elems = permuted ? dst.row_size() : n;
+  const int64_t rows = n / row_elems;
+  const int64_t head_dim = permuted ? raw->qk_head_dim : 0;
+  const int64_t block_elems = static_cast<int64_t>(traits->block_elems);
+  const int64_t block_bytes = static_cast<int64_t>(traits->block_bytes);
+  if (row_elems % block_elems != 0 ||
+      raw->nbytes != static_cast<size_t>(n / block_elems * block_bytes) ||
+      (permuted && (head_dim <= 0 || head_dim % 2 != 0 || rows % head_dim != 0))) {
+    return false;
+  }
+  const gpu::DequantTarget target{bf16_ptr(dst), row_elems, head_dim};
+  // Chunks of whole blocks (not necessarily whole rows) as large as the device scratch, staged
+  // through the pinned buffer: the scratch holds the stored bytes until the kernel has read them.
+  const int64_t n_blocks = n / block_elems;
+  const int64_t chunk_blocks =
+      std::min<int64_t>(n_blocks, static_cast<int64_t>(kScratchFloats * sizeof(float)) / block_bytes);
+  if (absl::Status s = ensure_pinned(static_cast<size_t>(chunk_blocks * block_bytes)); !s.ok()) {
+    return s;
+  }
+  uint8_t* pinned = reinterpret_cast<uint8_t*>(pinned_);
+  uint8_t* staged = reinterpret_cast<uint8_t*>(scratch_);
+  for (int64_t first = 0; first < n_blocks; first += chunk_blocks) {
+    const int64_t count = std::min(chunk_blocks, n_blocks - first);
+    const size_t bytes = static_cast<size_t>(count * block_bytes);
+    // The previous chunk (or tensor) has left the pinned buffer and the scratch once this returns.
+    GPU_CHECK(gpuStreamSynchronize(stream_));
+    std::memcpy(pinned, raw->data + first * block_bytes, bytes);
+    GPU_CHECK(gpuMemcpyAsync(staged, pinned, bytes, gpuMemcpyHostToDevice, stream_));
+    GPU_CHECK(gpu::dequantize_to_bf16(raw->info.dtype, staged, first, count, target, stream_));
+  }
+  GPU_CHECK(gpuStreamSynchronize(stream_));
+  return true;
 }
 
 void GpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {

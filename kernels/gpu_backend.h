@@ -81,6 +81,12 @@ class GpuBackend final : public Backend {
   // Host fp32 -> device `dst` (bf16 or fp32) through the pinned staging and f32 scratch buffers.
   absl::Status upload(const float* src, int64_t n, const Tensor& dst);
   absl::Status ensure_pinned(size_t bytes);
+  // load_weight's device path for a bf16 `dst`: the stored bytes of `name` (a type that
+  // gpu::dequantizes_on_device, shaped as `dst`) go up in chunks through the pinned staging and
+  // the scratch, and are converted on the GPU. False, having done nothing, for any other tensor
+  // (the host path converts it then).
+  absl::StatusOr<bool> load_weight_on_device(const WeightSource& weights, std::string_view name,
+                                             const Tensor& dst);
   // Grows the split-KV decode partials (fp32) to at least `floats`.
   absl::Status ensure_decode_workspace(size_t floats);
 

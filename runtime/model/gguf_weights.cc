@@ -79,6 +79,7 @@ absl::StatusOr<RawTensor> GgufWeights::raw(std::string_view hf_name) const {
   r.data = bytes.data();
   r.nbytes = bytes.size();
   r.qk_permuted = e->qk_heads > 0;
+  r.qk_head_dim = r.qk_permuted ? e->info->shape[0] / e->qk_heads : 0;  // as read_f32 splits rows
   return r;
 }
 

@@ -26,6 +26,7 @@ struct RawTensor {
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
   bool qk_permuted = false;  // GGUF llama q/k rows are interleaved for rotary; read_f32 undoes it
+  int64_t qk_head_dim = 0;   // rows per head of that interleave (gguf_weights.h); 0 if none
 };
 
 class WeightSource {
@@ -39,6 +40,9 @@ class WeightSource {
   virtual bool has(std::string_view hf_name) const = 0;
 
   // The mapped bytes of a tensor; an error names the file and the tensor when it is missing.
+  // read_f32 gives exactly dequantize_f32 of these bytes, with stored row s moved to HF row
+  // qk_unpermuted_row(s, qk_head_dim) when qk_permuted (GpuBackend converts them on the device
+  // and relies on that).
   virtual absl::StatusOr<RawTensor> raw(std::string_view hf_name) const = 0;
 
   // Reads a tensor as fp32 in HF layout (dequantized, q/k rows un-permuted), after checking that

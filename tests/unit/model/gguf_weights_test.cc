@@ -121,6 +121,7 @@ TEST_F(GgufWeightsTest, NamesRawAndListing) {
 
   TESSERA_ASSERT_OK_AND_ASSIGN(RawTensor q, w->raw("model.layers.0.self_attn.q_proj.weight"));
   EXPECT_TRUE(q.qk_permuted);
+  EXPECT_EQ(q.qk_head_dim, 4);  // 8 rows, 2 heads
   EXPECT_EQ(q.nbytes, 64u * 4u);
   EXPECT_EQ(q.info.dtype, DType::kF32);
   float first;
@@ -128,6 +129,7 @@ TEST_F(GgufWeightsTest, NamesRawAndListing) {
   EXPECT_EQ(first, 2000.0f);
   TESSERA_ASSERT_OK_AND_ASSIGN(RawTensor v, w->raw("model.layers.0.self_attn.v_proj.weight"));
   EXPECT_FALSE(v.qk_permuted);
+  EXPECT_EQ(v.qk_head_dim, 0);
   EXPECT_EQ(gguf_type_name(GgufType::kF32), "f32");
   EXPECT_EQ(w->gguf().find_tensor("output.weight")->name, "output.weight");
 }

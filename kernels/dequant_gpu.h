@@ -1,0 +1,37 @@
+// Conversion of stored weight blocks (GGML block-quantized, or plain f32/f16/bf16) to bf16 on the
+// GPU, so that a weight crosses the bus in its stored size and the host does no per-element work.
+// Each type's arithmetic repeats runtime/model/dequant.cc operation for operation, without fused
+// multiply-adds, so that the bf16 results equal dequantize_f32's fp32 values rounded to bf16
+// (round to nearest even) bit for bit. Kernels in dequant.cu.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gpu.h"
+#include "runtime/model/dtype.h"
+
+namespace tessera::gpu {
+
+// Whether dequantize_to_bf16 converts `type`: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
+// Q2_K..Q8_K (every dequantizable dtype but F64 and the integer types).
+bool dequantizes_on_device(DType type);
+
+// Where a tensor's converted elements go: a dense row-major [rows, row_elems] bf16 matrix at
+// `dst`. Stored row s lands in row s, or, when qk_head_dim > 0, in row
+// qk_unpermuted_row(s, qk_head_dim) (runtime/model/gguf_weights.h: GGUF's llama q/k rotary
+// interleave undone).
+struct DequantTarget {
+  gpu_bf16* dst = nullptr;
+  int64_t row_elems = 0;    // a multiple of the type's block size
+  int64_t qk_head_dim = 0;  // even, dividing the row count; 0: rows stay where they are
+};
+
+// Converts `n_blocks` consecutive stored blocks of `type` at `src` (device memory, packed as in
+// the file, any alignment) into `target`. The first of them is block `first_block` of the whole
+// tensor, counting row-major over the stored rows, so that a tensor can be converted in chunks of
+// whole blocks that need not be whole rows. gpuErrorInvalidValue for a type that
+// dequantizes_on_device() rejects.
+gpuError_t dequantize_to_bf16(DType type, const uint8_t* src, int64_t first_block, int64_t n_blocks,
+                              const DequantTarget& target, gpuStream_t stream);
+
+}  // namespace tessera::gpu
