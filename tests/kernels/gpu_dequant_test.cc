@@ -225,7 +225,8 @@ class StoredWeights final : public WeightSource {
         out.size() != static_cast<size_t>(n)) {
       return absl::InvalidArgumentError(str_cat("shape mismatch for ", name));
     }
-    const int64_t rows = t.info.shape.empty() ? 1 : t.info.shape[0];
+    // A vector is one row; a matrix's rows are its first dimension.
+    const int64_t rows = t.info.shape.size() < 2 ? 1 : t.info.shape[0];
     return host_f32(t.info.dtype, t.bytes, rows, n / rows, t.qk_head_dim, out);
   }
 
