@@ -21,6 +21,7 @@
 
 #include "kernels/dequant_gpu.h"
 #include "kernels/gpu_backend.h"
+#include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/model/dequant.h"
 #include "runtime/model/gguf_weights.h"
 #include "runtime/model/half.h"
@@ -268,14 +269,7 @@ class GpuDequantTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
-    static GpuBackend* backend = [] {
-      auto b = GpuBackend::create(0);
-      if (!b.ok()) {
-        std::fprintf(stderr, "GpuBackend::create: %s\n", b.status().ToString().c_str());
-        return static_cast<GpuBackend*>(nullptr);
-      }
-      return b->release();
-    }();
+    GpuBackend* backend = suite_gpu_backend<GpuDequantTest>();
     ASSERT_NE(backend, nullptr);
     gpu_ = backend;
   }

@@ -21,6 +21,7 @@
 
 #include "kernels/gemm/gpu_gemm.h"
 #include "kernels/gpu_backend.h"
+#include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/model/half.h"
 #include "runtime/tuning/tuning_config.h"
 
@@ -128,14 +129,7 @@ class GpuGemmTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
-    static GpuBackend* backend = [] {
-      auto b = GpuBackend::create(0);
-      if (!b.ok()) {
-        std::fprintf(stderr, "GpuBackend::create: %s\n", b.status().ToString().c_str());
-        return static_cast<GpuBackend*>(nullptr);
-      }
-      return b->release();
-    }();
+    GpuBackend* backend = suite_gpu_backend<GpuGemmTest>();
     static gpu::Gemm* gemm = [] {
       std::unique_ptr<gpu::Gemm> g;
       absl::Status s = gpu::Gemm::create(&g);

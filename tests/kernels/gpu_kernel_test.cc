@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/gpu_backend.h"
+#include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model/half.h"
 #include "runtime/model/llama.h"
@@ -66,14 +67,7 @@ class GpuKernelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
-    static GpuBackend* backend = [] {
-      auto b = GpuBackend::create(0);
-      if (!b.ok()) {
-        std::fprintf(stderr, "GpuBackend::create: %s\n", b.status().ToString().c_str());
-        return static_cast<GpuBackend*>(nullptr);
-      }
-      return b->release();
-    }();
+    GpuBackend* backend = suite_gpu_backend<GpuKernelTest>();
     ASSERT_NE(backend, nullptr);
     gpu_ = backend;
   }

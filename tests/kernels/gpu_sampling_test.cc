@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/gpu_backend.h"
+#include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/sampling_math.h"
 
 namespace tessera {
@@ -22,10 +23,7 @@ class GpuSampling : public ::testing::Test {
  protected:
   void SetUp() override {
     if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
-    static GpuBackend* backend = [] {
-      auto b = GpuBackend::create(0);
-      return b.ok() ? b->release() : nullptr;
-    }();
+    GpuBackend* backend = suite_gpu_backend<GpuSampling>();
     ASSERT_NE(backend, nullptr);
     gpu_ = backend;
   }
