@@ -39,6 +39,37 @@ __device__ __forceinline__ int swz(int r, int c) {
   return r * D + ((c ^ (r & 7)) << 3);
 }
 
+// The query tile a prefill CTA covers and the keys it attends to. blockIdx is (query tile
+// counted from the last, query head, prefill sequence): the longest (last) tiles start first.
+template <int D, int BlockM, int BlockN>
+struct PrefillTile {
+  int seq, h, qt, q_begin, q_len, ctx, ctx_start, kvh, rows, first_pos, n_keys, n_tiles;
+  int64_t qkv_stride, kv_row;
+  const int32_t* table;  // the sequence's block table
+
+  // False when the tile starts past the sequence's new queries (the CTA has nothing to do).
+  __device__ __forceinline__ bool init(const DeviceStep& step, int32_t num_heads,
+                                       int32_t num_kv_heads, bool causal) {
+    seq = step.prefill_seqs[blockIdx.z];
+    h = blockIdx.y;
+    qt = gridDim.x - 1 - blockIdx.x;
+    q_begin = step.query_start[seq];
+    q_len = step.query_start[seq + 1] - q_begin;
+    if (qt * BlockM >= q_len) return false;
+    ctx = step.context_len[seq];
+    ctx_start = ctx - q_len;
+    kvh = h / (num_heads / num_kv_heads);
+    qkv_stride = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * D;
+    kv_row = static_cast<int64_t>(num_kv_heads) * D;
+    table = step.block_tables + static_cast<int64_t>(seq) * step.max_blocks;
+    rows = min(BlockM, q_len - qt * BlockM);
+    first_pos = ctx_start + qt * BlockM;
+    n_keys = causal ? first_pos + rows : ctx;
+    n_tiles = (n_keys + BlockN - 1) / BlockN;
+    return true;
+  }
+};
+
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     prefill_kernel(const gpu_bf16* __restrict__ qkv, const gpu_bf16* __restrict__ k_cache,
@@ -51,30 +82,18 @@ __global__ void __launch_bounds__(kThreads)
   gpu_bf16* sK = sQ + kBlockM * D;
   gpu_bf16* sV = sK + kBlockN * D;
 
-  const int seq = step.prefill_seqs[blockIdx.z];
-  const int h = blockIdx.y;
-  const int qt = gridDim.x - 1 - blockIdx.x;  // the longest (last) tiles start first
-  const int q_begin = step.query_start[seq];
-  const int q_len = step.query_start[seq + 1] - q_begin;
-  if (qt * kBlockM >= q_len) return;
-  const int ctx = step.context_len[seq];
-  const int ctx_start = ctx - q_len;
-  const int kvh = h / (num_heads / num_kv_heads);
-  const int64_t qkv_stride = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * D;
-  const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * D;
-  const int32_t* table = step.block_tables + static_cast<int64_t>(seq) * step.max_blocks;
-  const int rows = min(kBlockM, q_len - qt * kBlockM);
-  const int first_pos = ctx_start + qt * kBlockM;
-  const int n_keys = causal ? first_pos + rows : ctx;
-  const int n_tiles = (n_keys + kBlockN - 1) / kBlockN;
+  PrefillTile<D, kBlockM, kBlockN> tp;
+  if (!tp.init(step, num_heads, num_kv_heads, causal)) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
   const gpu_bf16* q_base =
-      qkv + static_cast<int64_t>(q_begin + qt * kBlockM) * qkv_stride + static_cast<int64_t>(h) * D;
+      qkv + static_cast<int64_t>(tp.q_begin + tp.qt * kBlockM) * tp.qkv_stride +
+      static_cast<int64_t>(tp.h) * D;
   for (int i = tid; i < kBlockM * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i % kChunks;
-    const bool ok = r < rows;
-    sm80::cp_async_16(sQ + swz<D>(r, c), ok ? q_base + r * qkv_stride + c * 8 : q_base, ok ? 16 : 0);
+    const bool ok = r < tp.rows;
+    sm80::cp_async_16(sQ + swz<D>(r, c), ok ? q_base + r * tp.qkv_stride + c * 8 : q_base,
+                      ok ? 16 : 0);
   }
   // Keys past n_keys are zero-filled: their scores are masked, and zeros keep P V finite.
   auto load_tile = [&](gpu_bf16* dst, const gpu_bf16* cache, int tile) {
@@ -82,11 +101,12 @@ __global__ void __launch_bounds__(kThreads)
       const int r = i / kChunks, c = i % kChunks;
       const int j = tile * kBlockN + r;
       const gpu_bf16* src = cache;
-      if (j < n_keys) {
-        const int64_t slot = static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
-        src = cache + slot * kv_row + static_cast<int64_t>(kvh) * D + c * 8;
+      if (j < tp.n_keys) {
+        const int64_t slot =
+            static_cast<int64_t>(tp.table[j / block_size]) * block_size + j % block_size;
+        src = cache + slot * tp.kv_row + static_cast<int64_t>(tp.kvh) * D + c * 8;
       }
-      sm80::cp_async_16(dst + swz<D>(r, c), src, j < n_keys ? 16 : 0);
+      sm80::cp_async_16(dst + swz<D>(r, c), src, j < tp.n_keys ? 16 : 0);
     }
   };
   load_tile(sK, k_cache, 0);
@@ -102,14 +122,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int g = lane / 4, t = lane % 4;
-  const int row0 = qt * kBlockM + warp * 16 + g;  // this lane's two rows: row0 and row0 + 8
-  const int qpos0 = ctx_start + row0, qpos1 = qpos0 + 8;
+  const int row0 = tp.qt * kBlockM + warp * 16 + g;  // this lane's two rows: row0 and row0 + 8
+  const int qpos0 = tp.ctx_start + row0, qpos1 = qpos0 + 8;
   float o[D / 8][4];
 #pragma unroll
   for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-  for (int tile = 0; tile < n_tiles; ++tile) {
+  for (int tile = 0; tile < tp.n_tiles; ++tile) {
     load_tile(sV, v_cache, tile);
     sm80::cp_async_commit();
 
@@ -128,14 +148,14 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     const int key_base = tile * kBlockN;
-    if (key_base + kBlockN > n_keys || (causal && key_base + kBlockN - 1 > first_pos)) {
+    if (key_base + kBlockN > tp.n_keys || (causal && key_base + kBlockN - 1 > tp.first_pos)) {
 #pragma unroll
       for (int n = 0; n < kBlockN / 8; ++n) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int key = key_base + n * 8 + 2 * t + e;
-          if (key >= ctx || (causal && key > qpos0)) s[n][e] = -INFINITY;
-          if (key >= ctx || (causal && key > qpos1)) s[n][2 + e] = -INFINITY;
+          if (key >= tp.ctx || (causal && key > qpos0)) s[n][e] = -INFINITY;
+          if (key >= tp.ctx || (causal && key > qpos1)) s[n][2 + e] = -INFINITY;
         }
       }
     }
@@ -178,7 +198,7 @@ __global__ void __launch_bounds__(kThreads)
 
     sm80::cp_async_wait_all();
     __syncthreads();  // V of this tile landed; every warp is done reading K
-    if (tile + 1 < n_tiles) {
+    if (tile + 1 < tp.n_tiles) {
       load_tile(sK, k_cache, tile + 1);
       sm80::cp_async_commit();
     }
@@ -207,9 +227,9 @@ __global__ void __launch_bounds__(kThreads)
   l1 += shfl_xor(l1, 2);
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
   const int64_t out_stride = static_cast<int64_t>(num_heads) * D;
-  gpu_bf16* o0 = out + (q_begin + row0) * out_stride + static_cast<int64_t>(h) * D + 2 * t;
+  gpu_bf16* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;
   gpu_bf16* o1 = o0 + 8 * out_stride;
-  const bool write0 = row0 < q_len, write1 = row0 + 8 < q_len;
+  const bool write0 = row0 < tp.q_len, write1 = row0 + 8 < tp.q_len;
 #pragma unroll
   for (int d = 0; d < D / 8; ++d) {
     if (write0) *reinterpret_cast<uint32_t*>(o0 + d * 8) = pack_bf16x2(o[d][0] * inv0, o[d][1] * inv0);
@@ -383,22 +403,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t full = sm80::smem_addr(bars), k_free = full + 24, v_free = full + 48;
   // Stage s: K at sQ + (1 + 2s) tiles, V at sQ + (2 + 2s) tiles.
 
-  const int seq = step.prefill_seqs[blockIdx.z];
-  const int h = blockIdx.y;
-  const int qt = gridDim.x - 1 - blockIdx.x;  // the longest (last) tiles start first
-  const int q_begin = step.query_start[seq];
-  const int q_len = step.query_start[seq + 1] - q_begin;
-  if (qt * kBlockM >= q_len) return;
-  const int ctx = step.context_len[seq];
-  const int ctx_start = ctx - q_len;
-  const int kvh = h / (num_heads / num_kv_heads);
-  const int64_t qkv_stride = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * D;
-  const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * D;
-  const int32_t* table = step.block_tables + static_cast<int64_t>(seq) * step.max_blocks;
-  const int rows = min(kBlockM, q_len - qt * kBlockM);
-  const int first_pos = ctx_start + qt * kBlockM;
-  const int n_keys = causal ? first_pos + rows : ctx;
-  const int n_tiles = (n_keys + kBlockN - 1) / kBlockN;
+  PrefillTile<D, kBlockM, kBlockN> tp;
+  if (!tp.init(step, num_heads, num_kv_heads, causal)) return;
   const int tid = threadIdx.x;
   const int cc = tid % kChunks, r0 = tid / kChunks;  // this thread's chunk column and first row
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
@@ -414,12 +420,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   const gpu_bf16* q_base =
-      qkv + static_cast<int64_t>(q_begin + qt * kBlockM) * qkv_stride + static_cast<int64_t>(h) * D;
+      qkv + static_cast<int64_t>(tp.q_begin + tp.qt * kBlockM) * tp.qkv_stride +
+      static_cast<int64_t>(tp.h) * D;
 #pragma unroll
   for (int i = 0; i < kPasses; ++i) {
     const int r = r0 + i * kRowStep;
-    const bool ok = r < rows;
-    cp16(sQ + sw128(r, cc), ok ? q_base + r * qkv_stride + cc * 8 : q_base, ok ? 16 : 0);
+    const bool ok = r < tp.rows;
+    cp16(sQ + sw128(r, cc), ok ? q_base + r * tp.qkv_stride + cc * 8 : q_base, ok ? 16 : 0);
   }
   // Cache slots of this thread's rows of a tile (-1 past n_keys: zero-filled, and masked).
   int slot[kPasses];
@@ -429,35 +436,38 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int j = tile * kBlockN + r0 + i * kRowStep;
       const uint32_t u = j;
       const uint32_t blk = (__umulhi(u, bs_magic) + u) >> bs_shift;  // j / block_size
-      slot[i] = j < n_keys ? table[blk] * block_size + (j - static_cast<int>(blk) * block_size) : -1;
+      slot[i] = j < tp.n_keys
+                    ? tp.table[blk] * block_size + (j - static_cast<int>(blk) * block_size)
+                    : -1;
     }
   };
   auto load_rows = [&](uint32_t dst, const gpu_bf16* head) {
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const bool ok = slot[i] >= 0;
-      cp16(dst + sw128(r0 + i * kRowStep, cc), head + (ok ? static_cast<int64_t>(slot[i]) * kv_row : 0),
+      cp16(dst + sw128(r0 + i * kRowStep, cc),
+           head + (ok ? static_cast<int64_t>(slot[i]) * tp.kv_row : 0),
            ok ? 16 : 0);
     }
   };
-  const gpu_bf16* k_head = k_cache + static_cast<int64_t>(kvh) * D + cc * 8;
-  const gpu_bf16* v_head = v_cache + static_cast<int64_t>(kvh) * D + cc * 8;
+  const gpu_bf16* k_head = k_cache + static_cast<int64_t>(tp.kvh) * D + cc * 8;
+  const gpu_bf16* v_head = v_cache + static_cast<int64_t>(tp.kvh) * D + cc * 8;
   auto stage_k = [&](int stage) { return sQ + (1 + 2 * stage) * kTileBytes; };
   fetch_slots(0);
   load_rows(stage_k(0), k_head);
   load_rows(stage_k(0) + kTileBytes, v_head);
   mbar_arrive_cp_async(full);
-  if (n_tiles > 1) {
+  if (tp.n_tiles > 1) {
     fetch_slots(1);
     load_rows(stage_k(1), k_head);
     load_rows(stage_k(1) + kTileBytes, v_head);
     mbar_arrive_cp_async(full + 8);
   }
-  if (n_tiles > 2) fetch_slots(2);
+  if (tp.n_tiles > 2) fetch_slots(2);
 
   const int g = lane / 4, t = lane % 4;
-  const int row0 = qt * kBlockM + wg * 64 + warp * 16 + g;  // this lane's rows: row0, row0 + 8
-  const int qpos0 = ctx_start + row0, qpos1 = qpos0 + 8;
+  const int row0 = tp.qt * kBlockM + wg * 64 + warp * 16 + g;  // this lane's rows: row0, row0 + 8
+  const int qpos0 = tp.ctx_start + row0, qpos1 = qpos0 + 8;
   float o[kRegions][32];
 #pragma unroll
   for (int b = 0; b < kRegions; ++b) {
@@ -510,14 +520,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // Softmax of the tile from one running max.
   auto softmax = [&](float& alpha0, float& alpha1, int key_base) {
-    if (key_base + kBlockN > n_keys || (causal && key_base + kBlockN - 1 > first_pos)) {
+    if (key_base + kBlockN > tp.n_keys || (causal && key_base + kBlockN - 1 > tp.first_pos)) {
 #pragma unroll
       for (int n = 0; n < 16; ++n) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int key = key_base + n * 8 + 2 * t + e;
-          if (key >= ctx || (causal && key > qpos0)) s[4 * n + e] = -INFINITY;
-          if (key >= ctx || (causal && key > qpos1)) s[4 * n + 2 + e] = -INFINITY;
+          if (key >= tp.ctx || (causal && key > qpos0)) s[4 * n + e] = -INFINITY;
+          if (key >= tp.ctx || (causal && key > qpos1)) s[4 * n + 2 + e] = -INFINITY;
         }
       }
     }
@@ -577,14 +587,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Per tile j: softmax of S_j (nothing in flight: ptxas would serialize the wgmmas otherwise),
   // then one turn queues P_j V_j and S_{j+1}; behind it the copies of tile j+2 go into the stage
   // of tile j-1 (K as soon as every warpgroup's S_{j-1} retired, V after its P_{j-1} V_{j-1}).
-  for (int tile = 0; tile < n_tiles; ++tile) {
+  for (int tile = 0; tile < tp.n_tiles; ++tile) {
     const int stage = tile % 3;
     const uint32_t sV = stage_k(stage) + kTileBytes;
     float alpha0, alpha1;
     pin_all();
     softmax(alpha0, alpha1, tile * kBlockN);
     rescale(alpha0, alpha1);
-    const bool next = tile + 1 < n_tiles, load = tile + 2 < n_tiles;
+    const bool next = tile + 1 < tp.n_tiles, load = tile + 2 < tp.n_tiles;
     if (next) {
       mbar_wait(full + 8 * ((tile + 1) % 3), ((tile + 1) / 3) & 1);
       fence_proxy_async();
@@ -621,7 +631,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_arrive(v_free + 8 * stage);
       if (next) mbar_arrive(k_free + 8 * ((tile + 1) % 3));
     }
-    if (load && tile + 3 < n_tiles) fetch_slots(tile + 3);
+    if (load && tile + 3 < tp.n_tiles) fetch_slots(tile + 3);
   }
   turn_wait(kThreads - 128 * wg);
   pin_all();
@@ -631,9 +641,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   l1 += shfl_xor(l1, 2);
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
   const int64_t out_stride = static_cast<int64_t>(num_heads) * D;
-  gpu_bf16* o0 = out + (q_begin + row0) * out_stride + static_cast<int64_t>(h) * D + 2 * t;
+  gpu_bf16* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;
   gpu_bf16* o1 = o0 + 8 * out_stride;
-  const bool write0 = row0 < q_len, write1 = row0 + 8 < q_len;
+  const bool write0 = row0 < tp.q_len, write1 = row0 + 8 < tp.q_len;
 #pragma unroll
   for (int b = 0; b < kRegions; ++b) {
 #pragma unroll
