@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/model/weight_source.h"
+#include "runtime/tokenizer/chat_prompt.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -26,11 +27,13 @@ class ModelFiles {
   bool has_chat_template() const { return chat_template_.has_value(); }
 
   // Renders the conversation with the model's chat template (generation prompt added) and
-  // tokenizes it. FAILED_PRECONDITION when the model has no chat template.
+  // tokenizes it; control tokens inside a message's content stay text (chat_prompt.h).
+  // FAILED_PRECONDITION when the model has no chat template.
   absl::StatusOr<std::vector<int32_t>> encode_chat(std::span<const ChatMessage> messages) const;
-  absl::StatusOr<std::string> render_chat(std::span<const ChatMessage> messages) const;
 
  private:
+  absl::StatusOr<ChatPrompt> render_chat(std::span<const ChatMessage> messages) const;
+
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;

@@ -251,7 +251,8 @@ absl::Status Tokenizer::Impl::encode_text(std::string_view text, EncodeScratch* 
 }
 
 absl::StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_special,
-                                                       bool parse_special) const {
+                                                       bool parse_special,
+                                                       std::span<const TextSpan> plain) const {
   TESSERA_RETURN_IF_ERROR(validate_utf8(text));
   const Impl& im = *impl_;
   std::vector<int32_t> out;
@@ -263,10 +264,16 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bo
   Impl::EncodeScratch scratch;
   size_t segment = 0;
   size_t pos = 0;
+  size_t next_plain = 0;  // the first of `plain` that does not end at or before pos
   while (pos < text.size()) {
+    while (next_plain < plain.size() && plain[next_plain].end <= pos) ++next_plain;
     const SpecialToken* hit = nullptr;
     for (const SpecialToken& special : im.specials[static_cast<uint8_t>(text[pos])]) {
       if (special.needs_parse_special && !parse_special) continue;
+      if (special.needs_parse_special && next_plain < plain.size() &&
+          plain[next_plain].begin < pos + special.text.size()) {
+        continue;  // it would take bytes of a plain range
+      }
       if (text.compare(pos, special.text.size(), special.text) == 0) {
         hit = &special;
         break;
@@ -285,6 +292,17 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bo
 
   if (add_special && im.vocab.add_eos) out.push_back(im.vocab.eos_id);
   return out;
+}
+
+std::string_view Tokenizer::find_control_token(std::string_view text) const {
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    for (const SpecialToken& special : impl_->specials[static_cast<uint8_t>(text[pos])]) {
+      if (special.needs_parse_special && text.compare(pos, special.text.size(), special.text) == 0) {
+        return special.text;
+      }
+    }
+  }
+  return {};
 }
 
 absl::StatusOr<std::string> Tokenizer::decode(std::span<const int32_t> ids,

@@ -13,6 +13,12 @@
 
 namespace tessera {
 
+// A byte range [begin, end) of a text.
+struct TextSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 class Tokenizer {
  public:
   // Builds the tokenizer; an unsupported model or pre-tokenizer, or an inconsistent vocab
@@ -22,9 +28,14 @@ class Tokenizer {
 
   // Text to ids. Special/added tokens written in the text are matched first when
   // `parse_special`; BOS is prepended when `add_special` and the vocab asks for it.
-  // Invalid UTF-8 is an error giving the byte offset.
+  // Invalid UTF-8 is an error giving the byte offset. Control tokens are not matched where they
+  // would overlap one of `plain` (ascending, disjoint ranges of `text`: what a user wrote, such
+  // as a chat message's content), whose bytes go through BPE like any text.
   absl::StatusOr<std::vector<int32_t>> encode(std::string_view text, bool add_special = true,
-                                              bool parse_special = true) const;
+                                              bool parse_special = true,
+                                              std::span<const TextSpan> plain = {}) const;
+  // The first control token (BOS, EOS, chat turn markers...) written in `text`, or "" when none.
+  std::string_view find_control_token(std::string_view text) const;
 
   // Ids to raw bytes (may end in an incomplete UTF-8 sequence). Control tokens are skipped when
   // `skip_special`. Out-of-range ids are an error.
