@@ -2,12 +2,18 @@
 // next-token logits after the whole prompt, and 64 greedy tokens (eos ignored). The comparison
 // script (compare_transformers.py) runs transformers on the same weights and compares.
 //
+// A prompt "ids:1,2,3|7,8,9" gives a forced continuation instead (teacher forcing): one prefill
+// over prompt + continuation, and for each continuation token tessera's argmax where it is
+// predicted ("forced_argmax") and that row's top-2 logit margin ("forced_margin"); no greedy run.
+//
 //   dump_logits MODEL OUT.json PROMPT [PROMPT...]
 //   TESSERA_BACKEND=auto|cpu|gpu picks the backend (default auto: a GPU when one is visible).
 //   TESSERA_DEVICES=0,1 (or all), TESSERA_DEVICE_MAP and TESSERA_MAX_MEMORY split the model as
 //   tesserad's devices / device_map / max_memory keys do.
 //   A PROMPT written "ids:1,2,3" is those token ids, not text (models without a real tokenizer).
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -24,6 +30,18 @@
 namespace {
 
 constexpr int kGreedyTokens = 64;
+constexpr int kMaxForced = 64;  // continuation tokens one forced prompt may have
+
+// "1,2,3" -> ids; false on a bad number.
+bool parse_ids(const std::string& list, std::vector<int32_t>* ids) {
+  std::istringstream in(list);
+  for (std::string id; std::getline(in, id, ',');) {
+    int32_t value = 0;
+    if (!absl::SimpleAtoi(id, &value)) return false;
+    ids->push_back(value);
+  }
+  return true;
+}
 
 int fail(const std::string& what) {
   std::fprintf(stderr, "dump_logits: %s\n", what.c_str());
@@ -52,7 +70,7 @@ int main(int argc, char** argv) {
   if (const char* map = std::getenv("TESSERA_DEVICE_MAP"); map != nullptr) options.device_map = map;
   if (const char* caps = std::getenv("TESSERA_MAX_MEMORY"); caps != nullptr) options.max_memory = caps;
   options.engine.max_num_seqs = 1;
-  options.limits.max_logit_rows = 1;
+  options.limits.max_logit_rows = kMaxForced;
   options.kv_cache_bytes = 256 << 20;
   const auto t0 = std::chrono::steady_clock::now();
   auto inst = ModelInstance::load(argv[1], options);
@@ -65,18 +83,21 @@ int main(int argc, char** argv) {
   for (int i = 3; i < argc; ++i) {
     const std::string prompt = argv[i];
     absl::StatusOr<std::vector<int32_t>> ids;
+    std::vector<int32_t> forced;
     if (prompt.starts_with("ids:")) {
       ids.emplace();
-      std::istringstream list(prompt.substr(4));
-      for (std::string id; std::getline(list, id, ',');) {
-        int32_t value = 0;
-        if (!absl::SimpleAtoi(id, &value)) return fail("not a token id in " + prompt + ": " + id);
-        ids->push_back(value);
+      const size_t bar = prompt.find('|');
+      if (!parse_ids(prompt.substr(4, bar == std::string::npos ? std::string::npos : bar - 4), &*ids) ||
+          (bar != std::string::npos && !parse_ids(prompt.substr(bar + 1), &forced))) {
+        return fail("not a list of token ids: " + prompt);
       }
+      if (static_cast<int>(forced.size()) > kMaxForced) return fail("more than 64 forced tokens: " + prompt);
     } else {
       ids = m.tokenizer().encode(prompt);
     }
     if (!ids.ok()) return fail(ids.status().ToString());
+    const int32_t prompt_len = static_cast<int32_t>(ids->size());
+    ids->insert(ids->end(), forced.begin(), forced.end());
     // Logits of the whole prompt in one prefill step, straight from the forward pass.
     BlockTable table;
     if (!table.reserve(static_cast<int32_t>(ids->size()), m.cache().block_size(), m.cache().allocator())) {
@@ -92,10 +113,32 @@ int main(int argc, char** argv) {
       batch.positions.push_back(p);
       batch.slot_mapping.push_back(table.slot(p, m.cache().block_size()));
     }
-    batch.logits_rows = {static_cast<int32_t>(ids->size()) - 1};
-    std::vector<float> logits(m.config().vocab_size);
-    if (absl::Status s = m.model().forward(batch, m.cache(), logits); !s.ok()) return fail(s.ToString());
+    // The row after the prompt, and with a continuation the row before each forced token.
+    const int32_t rows = forced.empty() ? 1 : static_cast<int32_t>(forced.size());
+    for (int32_t r = 0; r < rows; ++r) batch.logits_rows.push_back(prompt_len - 1 + r);
+    const int64_t vocab = m.config().vocab_size;
+    std::vector<float> all_logits(static_cast<size_t>(rows * vocab));
+    if (absl::Status s = m.model().forward(batch, m.cache(), all_logits); !s.ok()) return fail(s.ToString());
     table.release(m.cache().allocator());
+    if (!forced.empty()) {
+      std::vector<int32_t> argmax;
+      std::vector<float> margin;
+      for (int32_t r = 0; r < rows; ++r) {
+        const float* row = all_logits.data() + r * vocab;
+        const int32_t best = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+        float second = -INFINITY;
+        for (int64_t v = 0; v < vocab; ++v) {
+          if (v != best) second = std::max(second, row[v]);
+        }
+        argmax.push_back(best);
+        margin.push_back(row[best] - second);
+      }
+      ids->resize(prompt_len);
+      out.push_back({{"prompt", argv[i]}, {"ids", *ids}, {"forced", forced},
+                     {"forced_argmax", argmax}, {"forced_margin", margin}});
+      continue;
+    }
+    const std::vector<float> logits(all_logits.begin(), all_logits.begin() + vocab);
 
     // Greedy continuation through the engine, the path users get.
     auto request = std::make_shared<Request>();
