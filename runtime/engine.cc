@@ -308,6 +308,7 @@ void Engine::publish_stats() {
   stats_.running = static_cast<int64_t>(running_.size());
   stats_.waiting = static_cast<int64_t>(waiting_.size());
   stats_.kv_blocks_used = cache_.allocator().num_used();
+  stats_.graph_steps_total = model_.graph_steps();
 }
 
 }  // namespace tessera

@@ -42,6 +42,7 @@ struct EngineStats {
   std::atomic<int64_t> preemptions_total{0};
   std::atomic<int64_t> prompt_tokens_total{0};
   std::atomic<int64_t> generation_tokens_total{0};
+  std::atomic<int64_t> graph_steps_total{0};  // steps the model ran through decode graphs
 };
 
 class Engine {

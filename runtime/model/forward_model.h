@@ -35,6 +35,10 @@ class ForwardModel {
   virtual absl::Status forward_sampled(const StepBatch& batch, const KvCache& cache,
                                        std::span<const SamplingRow> rows,
                                        std::span<int32_t> tokens);
+
+  // Steps run through recorded decode graphs so far (0 for a model that has none). Read on the
+  // thread that runs the steps.
+  virtual int64_t graph_steps() const { return 0; }
 };
 
 inline absl::Status ForwardModel::forward_sampled(const StepBatch&, const KvCache&,

@@ -350,6 +350,7 @@ absl::Status LlamaModel::run_graph_step(const StepBatch& batch, const KvCache& c
     status = b.run_graph(graph_key(id_, s, bucket, max_context),
                          [&] { run_stage(s, graph_batch_, bucket, 0, 0, cache); });
   }
+  if (status.ok()) ++graph_steps_;
   return status;
 }
 

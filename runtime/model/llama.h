@@ -83,6 +83,7 @@ class LlamaModel final : public ForwardModel {
   absl::Status forward_sampled(const StepBatch& batch, const KvCache& cache,
                                std::span<const SamplingRow> rows,
                                std::span<int32_t> tokens) override;
+  int64_t graph_steps() const override { return graph_steps_; }
 
  private:
   struct Layer {
@@ -165,6 +166,7 @@ class LlamaModel final : public ForwardModel {
   TokenBuckets graph_buckets_;          // what graph steps are padded to
   int64_t largest_graph_bucket_ = 0;
   StepBatch graph_batch_;             // the current graph step, padded (reused)
+  int64_t graph_steps_ = 0;           // steps run_graph_step completed
   Tensor sampled_;  // [logit rows] int32 on the last stage: the backend's sample op writes here
 };
 

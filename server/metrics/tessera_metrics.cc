@@ -104,6 +104,11 @@ TesseraMetrics::TesseraMetrics()
                        .Help("Sequences preempted (by recompute) to free KV cache blocks.")
                        .Register(registry_)
                        .Add({})),
+      graph_steps_(BuildCounter()
+                       .Name("tessera_decode_graph_steps_total")
+                       .Help("Engine steps run through recorded decode graphs (decode_graphs).")
+                       .Register(registry_)
+                       .Add({})),
       kv_blocks_used_(BuildGauge()
                           .Name("tessera_kv_cache_used_blocks")
                           .Help("KV cache blocks in use, per device.")
@@ -229,6 +234,7 @@ void TesseraMetrics::set_engine_stats(const EngineStats* stats, std::string kv_d
   if (stats != stats_) {
     prompt_tokens_seen_ = 0;
     generation_tokens_seen_ = 0;
+    graph_steps_seen_ = 0;
   }
   if (kv_used_child_ != nullptr) kv_blocks_used_.Remove(kv_used_child_);
   if (kv_total_child_ != nullptr) kv_blocks_total_.Remove(kv_total_child_);
@@ -327,6 +333,7 @@ void TesseraMetrics::collect_locked() {
          prompt_tokens_seen_);
   follow(generation_tokens_, stats_->generation_tokens_total.load(std::memory_order_relaxed),
          generation_tokens_seen_);
+  follow(graph_steps_, stats_->graph_steps_total.load(std::memory_order_relaxed), graph_steps_seen_);
 }
 
 void TesseraMetrics::collect() {

@@ -72,6 +72,7 @@ TEST(TesseraMetricsTest, EngineEventsAndScrapeTimeStats) {
   stats.kv_blocks_total = 120;
   stats.prompt_tokens_total = 100;
   stats.generation_tokens_total = 50;
+  stats.graph_steps_total = 40;
   m.set_engine_stats(&stats);
   feed_workload(m);
 
@@ -89,6 +90,7 @@ TEST(TesseraMetricsTest, EngineEventsAndScrapeTimeStats) {
   EXPECT_EQ(sample(s, "tessera_prompt_tokens_total"), 100);
   EXPECT_EQ(sample(s, "tessera_generation_tokens_total"), 50);
   EXPECT_EQ(sample(s, "tessera_num_preemptions_total"), 1);
+  EXPECT_EQ(sample(s, "tessera_decode_graph_steps_total"), 40);
   EXPECT_EQ(sample(s, "tessera_time_to_first_token_seconds_count"), 1);
   EXPECT_EQ(sample(s, "tessera_time_to_first_token_seconds_bucket{le=\"0.1\"}"), 0);
   EXPECT_EQ(sample(s, "tessera_time_to_first_token_seconds_bucket{le=\"0.25\"}"), 1);
@@ -109,7 +111,9 @@ TEST(TesseraMetricsTest, EngineEventsAndScrapeTimeStats) {
   stats.kv_blocks_used = 0;
   stats.prompt_tokens_total = 150;
   stats.generation_tokens_total = 80;
+  stats.graph_steps_total = 45;
   s = exposition_samples(m.serialize());
+  EXPECT_EQ(sample(s, "tessera_decode_graph_steps_total"), 45);
   EXPECT_EQ(sample(s, "tessera_num_requests_running"), 0);
   EXPECT_EQ(sample(s, "tessera_kv_cache_usage_ratio{device=\"cpu\"}"), 0);
   EXPECT_EQ(sample(s, "tessera_prompt_tokens_total"), 150);

@@ -46,6 +46,10 @@ TEST_F(ModelGraphs, PaddedDecodeStepsGiveTheSameTokens) {
     const std::vector<std::string> prompts(kPrompts.begin(), kPrompts.begin() + n);
     EXPECT_EQ(generate(*graphed, prompts, 8), generate(*direct, prompts, 8));
   }
+  // Every decode step went through the graph path, and the engine reports them for the metrics.
+  EXPECT_GE(graphed->model().graph_steps(), 7);  // at least the single prompt's 7
+  EXPECT_EQ(graphed->engine().stats().graph_steps_total.load(), graphed->model().graph_steps());
+  EXPECT_EQ(direct->model().graph_steps(), 0);
 }
 
 TEST_F(ModelGraphs, ContextsPastTheFirstClass) {
