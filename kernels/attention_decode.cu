@@ -62,17 +62,6 @@ constexpr int kMmaThreads = kMmaWarps * kWarpSize;
 // in flight while one is computed (2 stages and 3 CTAs, or 4 stages and 1, measured slower).
 constexpr int kStages = 3;
 
-// Element offset of 16-byte chunk c of key row r in a tile of D-element rows; the XOR swizzle
-// puts the 8 rows an ldmatrix reads at one logical chunk into 8 different bank groups.
-template <int D>
-__device__ __forceinline__ int swz(int r, int c) {
-  return r * D + ((c ^ (r & 7)) << 3);
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait_pending() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 template <int D>
 __global__ void __launch_bounds__(kMmaThreads)
@@ -128,8 +117,8 @@ __global__ void __launch_bounds__(kMmaThreads)
       const bool ok = j0 + i * kRowsPerPass < k_end;
       int64_t src = 0;
       if (ok) src = (static_cast<int64_t>(table[blk]) * block_size + off) * kv_row + col;
-      sm80::cp_async_16(dk + swz<D>(r, lc), k_cache + src, ok ? 16 : 0);
-      sm80::cp_async_16(dv + swz<D>(r, lc), v_cache + src, ok ? 16 : 0);
+      sm80::cp_async_16(dk + sm80::swz<D>(r, lc), k_cache + src, ok ? 16 : 0);
+      sm80::cp_async_16(dv + sm80::swz<D>(r, lc), v_cache + src, ok ? 16 : 0);
       off += kRowsPerPass;
       while (off >= block_size) {
         off -= block_size;
@@ -162,7 +151,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   float m = -INFINITY, l = 0.0f;  // head g over this warp's keys; m in log2 units
 
   for (int tile = 0; tile < n_tiles; ++tile) {
-    cp_async_wait_pending<kStages - 2>();
+    sm80::cp_async_wait_pending<kStages - 2>();
     __syncthreads();  // the tile landed for every thread; every warp is done with tile - 1
     if (tile + kStages - 1 < n_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
     sm80::cp_async_commit();
@@ -174,7 +163,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t b[4];
-      sm80::ldmatrix_x4(b, tk + swz<D>(warp * 16 + (mi / 2) * 8 + lane % 8, kk * 2 + mi % 2));
+      sm80::ldmatrix_x4(b, tk + sm80::swz<D>(warp * 16 + (mi / 2) * 8 + lane % 8, kk * 2 + mi % 2));
       const uint32_t a[4] = {qf[kk][0], 0u, qf[kk][1], 0u};
       sm80::mma_bf16_16816(s[0], a, b[0], b[1]);
       sm80::mma_bf16_16816(s[1], a, b[2], b[3]);
@@ -208,12 +197,13 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
       uint32_t b[4];
-      sm80::ldmatrix_x4_trans(b, tv + swz<D>(warp * 16 + (mi % 2) * 8 + lane % 8, dp * 2 + mi / 2));
+      sm80::ldmatrix_x4_trans(
+          b, tv + sm80::swz<D>(warp * 16 + (mi % 2) * 8 + lane % 8, dp * 2 + mi / 2));
       sm80::mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
       sm80::mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
     }
   }
-  cp_async_wait_pending<0>();
+  sm80::cp_async_wait_pending<0>();
   l += shfl_xor(l, 1);
   l += shfl_xor(l, 2);
   __syncthreads();  // the tiles' shared memory becomes the warps' (m, l, o)
@@ -276,7 +266,7 @@ __global__ void __launch_bounds__(kThreads)
   const int seq = step.decode_seqs[dseq];
   const int group = num_heads / num_kv_heads;
   const int tok = step.query_start[seq];
-  const int n_keys = step.positions[tok] + 1;
+  const int n_keys = step.context_len[seq];
   const int k_begin = split * keys_per_split;
   const int k_end = min(n_keys, k_begin + keys_per_split);
   const int grp = threadIdx.x / kLanes, gl = threadIdx.x % kLanes;

@@ -32,12 +32,6 @@ constexpr int kBlockN = 64;   // keys per tile
 constexpr int kWarps = kBlockM / 16;
 constexpr int kThreads = kWarps * 32;
 
-// Element offset of 16-byte chunk c of row r in a tile of D-element rows; the XOR swizzle puts
-// the 8 rows an ldmatrix reads at one logical chunk into 8 different bank groups.
-template <int D>
-__device__ __forceinline__ int swz(int r, int c) {
-  return r * D + ((c ^ (r & 7)) << 3);
-}
 
 // The query tile a prefill CTA covers and the keys it attends to. blockIdx is (query tile
 // counted from the last, query head, prefill sequence): the longest (last) tiles start first.
@@ -92,7 +86,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = tid; i < kBlockM * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i % kChunks;
     const bool ok = r < tp.rows;
-    sm80::cp_async_16(sQ + swz<D>(r, c), ok ? q_base + r * tp.qkv_stride + c * 8 : q_base,
+    sm80::cp_async_16(sQ + sm80::swz<D>(r, c), ok ? q_base + r * tp.qkv_stride + c * 8 : q_base,
                       ok ? 16 : 0);
   }
   // Keys past n_keys are zero-filled: their scores are masked, and zeros keep P V finite.
@@ -106,7 +100,7 @@ __global__ void __launch_bounds__(kThreads)
             static_cast<int64_t>(tp.table[j / block_size]) * block_size + j % block_size;
         src = cache + slot * tp.kv_row + static_cast<int64_t>(tp.kvh) * D + c * 8;
       }
-      sm80::cp_async_16(dst + swz<D>(r, c), src, j < tp.n_keys ? 16 : 0);
+      sm80::cp_async_16(dst + sm80::swz<D>(r, c), src, j < tp.n_keys ? 16 : 0);
     }
   };
   load_tile(sK, k_cache, 0);
@@ -118,7 +112,8 @@ __global__ void __launch_bounds__(kThreads)
   uint32_t qf[D / 16][4];
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    sm80::ldmatrix_x4(qf[kk], sQ + swz<D>(warp * 16 + (mi % 2) * 8 + lane % 8, kk * 2 + mi / 2));
+    sm80::ldmatrix_x4(qf[kk],
+                      sQ + sm80::swz<D>(warp * 16 + (mi % 2) * 8 + lane % 8, kk * 2 + mi / 2));
   }
 
   const int g = lane / 4, t = lane % 4;
@@ -141,7 +136,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int np = 0; np < kBlockN / 16; ++np) {
         uint32_t b[4];
-        sm80::ldmatrix_x4(b, sK + swz<D>(np * 16 + (mi / 2) * 8 + lane % 8, kk * 2 + mi % 2));
+        sm80::ldmatrix_x4(b, sK + sm80::swz<D>(np * 16 + (mi / 2) * 8 + lane % 8, kk * 2 + mi % 2));
         sm80::mma_bf16_16816(s[2 * np], qf[kk], b[0], b[1]);
         sm80::mma_bf16_16816(s[2 * np + 1], qf[kk], b[2], b[3]);
       }
@@ -212,7 +207,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t b[4];
-        sm80::ldmatrix_x4_trans(b, sV + swz<D>(kk * 16 + (mi % 2) * 8 + lane % 8, dp * 2 + mi / 2));
+        sm80::ldmatrix_x4_trans(
+            b, sV + sm80::swz<D>(kk * 16 + (mi % 2) * 8 + lane % 8, dp * 2 + mi / 2));
         sm80::mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
         sm80::mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
       }
@@ -658,6 +654,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+#else
+  // Built without sm_90a machine code (kernels/CMakeLists.txt's gencode list): the launcher picks
+  // this kernel on sm_90 devices only, so reaching this body means the build lost its sm_90a code.
+  __trap();
 #endif  // TESSERA_PREFILL_SM90
 }
 

@@ -7,12 +7,21 @@
 #include "kernels/dequant_gpu.h"
 #include "runtime/model/dtype.h"
 #include "runtime/str_cat.h"
+#include "spdlog/spdlog.h"
 
 namespace tessera {
 
 namespace {
 
 gpu_bf16* bf16_ptr(const Tensor& t) { return static_cast<gpu_bf16*>(t.data); }
+
+// Int32 elements of a step's metadata: token_ids, positions, slot_mapping, seq_of [n];
+// query_start [seqs + 1]; context_len [seqs]; logits_rows; prefill_seqs and decode_seqs [seqs in
+// all]; block_tables.
+size_t step_metadata_elements(const StepBatch& batch) {
+  const size_t n = batch.token_ids.size(), seqs = batch.context_len.size();
+  return 4 * n + 3 * seqs + 1 + batch.logits_rows.size() + batch.block_tables.size();
+}
 
 }  // namespace
 
@@ -165,7 +174,10 @@ absl::Status GpuBackend::load_weight(const WeightSource& weights, std::string_vi
                                      const Tensor& dst) {
   make_current();
   absl::StatusOr<bool> on_device = load_weight_on_device(weights, name, dst);
-  if (!on_device.ok()) return on_device.status();
+  if (!on_device.ok()) {
+    return absl::Status(on_device.status().code(),
+                        str_cat(name_, ": loading ", name, ": ", on_device.status().message()));
+  }
   if (*on_device) return absl::OkStatus();
   // Everything else: fp32 from the source (converted on the host), uploaded and rounded here.
   std::span<const int64_t> shape(dst.shape.data(), dst.rank);
@@ -305,15 +317,15 @@ void GpuBackend::free_step_memory(StepMemory& mem) {
   mem.capacity = 0;
 }
 
-void GpuBackend::upload_step(const StepBatch& batch, StepMemory& mem, size_t stride) {
+void GpuBackend::upload_step(const StepBatch& batch, StepMemory& mem) {
   const int32_t n = batch.num_tokens(), seqs = batch.num_seqs();
   int32_t* h = mem.host;
   size_t off = 0;
-  // Each array at the next free element (stride 0) or the next multiple of the stride.
+  // The arrays back to back, in a fixed order: their offsets depend only on the batch's sizes.
   auto put = [&](const int32_t* src, size_t count) {
     if (count > 0) std::memcpy(h + off, src, count * 4);
     const int32_t* dev = mem.dev + off;
-    off += stride == 0 ? count : (count + stride - 1) / stride * stride;
+    off += count;
     return dev;
   };
   // Per-step host lists in members, so that their capacity is reused step after step.
@@ -356,40 +368,31 @@ void GpuBackend::upload_step(const StepBatch& batch, StepMemory& mem, size_t str
   step_ = d;
 }
 
-// Int32 elements of a step's metadata: token_ids, positions, slot_mapping, seq_of [n];
-// query_start [seqs + 1]; context_len [seqs]; logits_rows; prefill_seqs and decode_seqs [seqs in
-// all]; block_tables.
 void GpuBackend::begin_step(const StepBatch& batch) {
   make_current();
-  const size_t n = batch.token_ids.size(), seqs = batch.context_len.size();
-  const size_t total = 4 * n + 3 * seqs + 1 + batch.logits_rows.size() + batch.block_tables.size();
-  absl::StatusOr<bool> moved = reserve_step_memory(step_mem_, total);
+  absl::StatusOr<bool> moved = reserve_step_memory(step_mem_, step_metadata_elements(batch));
   if (!moved.ok()) {
     record(moved.status());
     step_ = gpu::DeviceStep{};
     return;
   }
-  upload_step(batch, step_mem_, /*stride=*/0);
+  upload_step(batch, step_mem_);
 }
 
 void GpuBackend::begin_graph_step(const StepBatch& batch, int32_t max_context) {
   make_current();
-  // Nine arrays of at most `stride` elements (query_start's n + 1 included), then the tables.
-  const size_t longest = std::max({batch.token_ids.size(), batch.context_len.size() + 1,
-                                   batch.logits_rows.size()});
-  if (longest > graph_stride_) {
-    graph_stride_ = std::max(longest, 2 * graph_stride_);
-    ++graph_generation_;  // every array moves
-  }
-  const size_t total = 9 * graph_stride_ + batch.block_tables.size();
-  absl::StatusOr<bool> moved = reserve_step_memory(graph_step_mem_, total);
+  // Every step of one graph key has the same sizes, so its arrays sit at the same offsets; only
+  // the buffer moving (growing) changes their addresses, which makes every recording stale. It
+  // starts large enough for 256 sequences with 2048-block tables (32k tokens of 16-token blocks).
+  const size_t elements = std::max(step_metadata_elements(batch), kGraphStepMinElements);
+  absl::StatusOr<bool> moved = reserve_step_memory(graph_step_mem_, elements);
   if (!moved.ok()) {
     record(moved.status());
     step_ = gpu::DeviceStep{};
     return;
   }
   if (*moved) ++graph_generation_;
-  upload_step(batch, graph_step_mem_, graph_stride_);
+  upload_step(batch, graph_step_mem_);
   step_.max_decode_context = std::max(step_.max_decode_context, max_context);
 }
 
@@ -575,9 +578,10 @@ absl::Status GpuBackend::run_graph(uint64_t key, absl::FunctionRef<void()> ops) 
     return GPU_STATUS(gpuGraphLaunch(g.exec, stream_));
   }
   if (!g.ran || g.unrecordable || !error_.ok()) {
-    // Directly: buffers grow and GEMMs are tuned now, so the next run records what stays.
+    // Directly: buffers grow and GEMMs are tuned now, so the next run records what stays. A run
+    // that met an error proves nothing about sizes: it does not count.
     ops();
-    g.ran = true;
+    g.ran = error_.ok();
     g.generation = graph_generation_;
     g.solutions = solutions_version();
     return absl::OkStatus();
@@ -591,13 +595,16 @@ absl::Status GpuBackend::run_graph(uint64_t key, absl::FunctionRef<void()> ops) 
   if (s.ok() && error_.ok()) s = GPU_STATUS(gpuGraphInstantiate(&g.exec, graph));
   if (graph != nullptr) (void)gpuGraphDestroy(graph);
   if (!s.ok() || !error_.ok()) {
-    // Nothing of the step ran: it fails; the key runs directly from now on.
+    // Nothing of the step ran. It runs directly now, and the key from now on, without a graph.
+    const absl::Status failed = !error_.ok() ? error_ : s;
     (void)gpuGetLastError();
+    error_ = absl::OkStatus();  // it was OK before the recording (else the direct path runs)
     g.exec = nullptr;
     g.unrecordable = true;
-    absl::Status failed = !error_.ok() ? error_ : s;
-    return absl::InternalError(str_cat(name_, ": recording the decode step graph failed (it runs ",
-                                       "without a graph from now on): ", failed.message()));
+    spdlog::warn("{}: recording a decode step graph failed; this batch shape runs without one: {}",
+                 name_, std::string(failed.message()));
+    ops();
+    return absl::OkStatus();
   }
   ++graphs_recorded_;
   return GPU_STATUS(gpuGraphLaunch(g.exec, stream_));

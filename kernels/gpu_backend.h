@@ -101,10 +101,8 @@ class GpuBackend final : public Backend {
   // Makes `mem` hold at least `elements`; returns whether it had to move (reallocate).
   absl::StatusOr<bool> reserve_step_memory(StepMemory& mem, size_t elements);
   void free_step_memory(StepMemory& mem);
-  // Classifies `batch`'s sequences and uploads its metadata into `mem`: arrays back to back when
-  // `stride` is 0, else each per-token and per-sequence array at a multiple of `stride` elements
-  // (the block tables last), so that the addresses depend only on the stride.
-  void upload_step(const StepBatch& batch, StepMemory& mem, size_t stride);
+  // Classifies `batch`'s sequences and uploads its metadata into `mem`, arrays back to back.
+  void upload_step(const StepBatch& batch, StepMemory& mem);
 
   // A recorded decode step (run_graph). `generation` and `solutions` are what the recording (or
   // the direct run before it) was made under; either moving makes it stale.
@@ -134,11 +132,11 @@ class GpuBackend final : public Backend {
   float* scratch_ = nullptr;
   static constexpr size_t kScratchFloats = size_t{8} << 20;  // 32 MiB
 
-  // Eager steps' metadata (moves when it grows) and graph steps' (at fixed strides; growing it
-  // bumps graph_generation_).
+  // Eager steps' metadata (moves when it grows) and graph steps' (growing it bumps
+  // graph_generation_).
   StepMemory step_mem_;
   StepMemory graph_step_mem_;
-  size_t graph_stride_ = 0;  // per-array elements of graph_step_mem_
+  static constexpr size_t kGraphStepMinElements = 256 * (2048 + 9) + 1;
   // Moves whenever memory a recording points into moves (graph step metadata, decode partials).
   uint64_t graph_generation_ = 1;
   std::unordered_map<uint64_t, StepGraph> graphs_;

@@ -31,7 +31,9 @@ struct DeviceStep {
   int32_t num_prefill_seqs = 0;
   int32_t max_prefill_q = 0;       // longest prefill chunk
   int32_t num_decode_seqs = 0;
-  int32_t max_decode_context = 0;  // longest decode context (keys)
+  // Longest decode context (keys); in a graph step, the context class's bound (the split-KV
+  // plan recorded must hold for every batch of the key).
+  int32_t max_decode_context = 0;
 };
 
 gpuError_t f32_to_bf16(const float* src, gpu_bf16* dst, int64_t n, gpuStream_t stream);

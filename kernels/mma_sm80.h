@@ -1,7 +1,7 @@
-// The tensor-core building blocks of the CUDA prefill kernel: 16-byte cp.async copies into
-// shared memory, ldmatrix fragment loads and the bf16 m16n8k16 MMA (sm_80 and newer, sm_90a
-// included). PTX, so CUDA only: on ROCm the same roles belong to MFMA, which is not written yet
-// (attention_prefill.cu says what HIP builds run instead).
+// The tensor-core building blocks of the CUDA attention and small-M GEMM kernels: 16-byte
+// cp.async copies into shared memory, the swizzled tile layout they fill, ldmatrix fragment loads
+// and the bf16 m16n8k16 MMA (sm_80 and newer, sm_90a included). PTX, so CUDA only: on ROCm the
+// same roles belong to MFMA, which is not written yet (the kernels say what HIP builds run).
 #pragma once
 
 #include "kernels/gpu.h"
@@ -20,8 +20,18 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int by
                "l"(gmem), "r"(bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+// Waits until at most N committed groups of this thread's copies are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait_pending() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { cp_async_wait_pending<0>(); }
+
+// Element offset of 16-byte chunk c of row r in a tile of D-element rows; the XOR swizzle puts
+// the 8 rows an ldmatrix reads at one logical chunk into 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int swz(int r, int c) {
+  return r * D + ((c ^ (r & 7)) << 3);
 }
 
 // Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.

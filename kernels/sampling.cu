@@ -262,10 +262,11 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
     min_logit = least;
     argmax = arg;
   }
-  if (!(p.temperature > 0.0f)) {
-    if (tid == 0) tokens[blockIdx.x] = argmax;
-    return;
-  }
+  // Greedy rows end here. A sampled row's draw overwrites this below; one whose filters keep no
+  // mass (non-finite logits) keeps its argmax instead of whatever the buffer held (-1 when no
+  // logit is a number: the engine refuses ids outside the vocabulary).
+  if (tid == 0) tokens[blockIdx.x] = argmax;
+  if (!(p.temperature > 0.0f)) return;
   const float temperature = p.temperature;
 
   // The buckets: monotone (non-increasing) in the logit, ties share one.

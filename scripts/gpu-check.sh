@@ -4,7 +4,8 @@
 # ../shared/anchors copied to BUNDLE/anchors). Logs and JSON under $OUT (or ./gpu-check-out); a
 # short table last. One stage per device call, so each fits the call's time limit:
 #
-#   kernels  GPU kernel tests (every op vs the CPU backend); `tessera bench kernels` beside the
+#   kernels  GPU kernel tests (every op vs the CPU backend; the attention tests once more with the
+#            mma.sync prefill kernel that H100s otherwise skip); `tessera bench kernels` beside the
 #            anchors bw.py and bench_attn.py (torch SDPA flash / cuDNN)
 #   e2e      a Llama-3-8B-shaped random model saved by transformers: tessera (GPU) vs transformers
 #            logits and 32 greedy tokens on 4 prompts; `tessera bench serve` on tesserad at
@@ -38,17 +39,27 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
 status=0
 
-run_kernels() {
+# The GPU kernel tests, log $out/gpu_kernel_tests.log; prints failures, the summary, and the
+# lines matching the extended regex $1 when given.
+kernel_tests() {
   local start=$(date +%s)
   "$bundle/bin/gpu_kernel_tests" --gtest_color=no > "$out/gpu_kernel_tests.log" 2>&1 || status=$?
   echo "gpu_kernel_tests: exit $status in $(( $(date +%s) - start ))s"
+  grep -E '^\[ +(FAILED|SKIPPED) +\]|Failure' "$out/gpu_kernel_tests.log" | head -10
+  grep -E "^\[  PASSED${1:+|$1}" "$out/gpu_kernel_tests.log"
+}
+
+run_kernels() {
+  kernel_tests
+  # The mma.sync prefill kernel, which H100s skip for the wgmma one, through the same tests.
+  TESSERA_PREFILL_KERNEL=mma "$bundle/bin/gpu_kernel_tests" --gtest_color=no \
+    --gtest_filter='*Attention*:*EndToEnd*' > "$out/gpu_kernel_tests_mma.log" 2>&1 \
+    || { echo "gpu_kernel_tests (mma.sync prefill): failed"; status=1; }
+  grep -E '^\[  (PASSED|FAILED)' "$out/gpu_kernel_tests_mma.log" | sed 's/^/mma.sync prefill: /'
   "$bundle/bin/tessera" bench kernels --json "$out/bench_kernels.json" > "$out/bench_kernels.log" 2>&1 \
     || { echo "bench kernels: exit $?"; status=1; }
   timeout 120 python3 "$bundle/anchors/bw.py" > "$out/anchor_bw.log" 2>&1 || echo "bw.py: exit $?"
   timeout 240 python3 "$bundle/anchors/bench_attn.py" > "$out/anchor_attn.log" 2>&1 || echo "bench_attn.py: exit $?"
-  echo "== test results"
-  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$out/gpu_kernel_tests.log" | sort -u | sed 's/ (.*//'
-  grep -E 'Failure|Expected|Which is' "$out/gpu_kernel_tests.log" | head -20
   grep '^\[ metric \] attention' "$out/gpu_kernel_tests.log" | sed 's/^\[ metric \] //' | sort -t' ' -k6 -g | tail -3
   echo "== anchors"; cat "$out/anchor_bw.log"; cat "$out/anchor_attn.log"
   echo "== tessera bench kernels"; cat "$out/bench_kernels.log"
@@ -163,15 +174,6 @@ PY
   done
 }
 
-# The GPU kernel tests, log $out/gpu_kernel_tests.log; prints failures, the summary, and the
-# lines matching the extended regex $1 when given.
-kernel_tests() {
-  local start=$(date +%s)
-  "$bundle/bin/gpu_kernel_tests" --gtest_color=no > "$out/gpu_kernel_tests.log" 2>&1 || status=$?
-  echo "gpu_kernel_tests: exit $status in $(( $(date +%s) - start ))s"
-  grep -E '^\[ +(FAILED|SKIPPED) +\]|Failure' "$out/gpu_kernel_tests.log" | head -10
-  grep -E "^\[  PASSED${1:+|$1}" "$out/gpu_kernel_tests.log"
-}
 
 run_tuning() {
   local model=/tmp/llama8b
@@ -209,9 +211,8 @@ run_graphs() {
 }
 
 run_gemm() {
-  local start=$(date +%s)
-  "$bundle/bin/gpu_kernel_tests" --gtest_color=no > "$out/gpu_kernel_tests.log" 2>&1 || status=$?
-  echo "gpu_kernel_tests: exit $status in $(( $(date +%s) - start ))s"
+  local start
+  kernel_tests '^\[ metric \] candidates'
   timeout 120 python3 "$bundle/anchors/bw.py" > "$out/anchor_bw.log" 2>&1 || echo "bw.py: exit $?"
   timeout 150 python3 "$bundle/anchors/bench_gemm.py" > "$out/anchor_gemm.log" 2>&1 || echo "bench_gemm.py: exit $?"
   PYTORCH_TUNABLEOP_ENABLED=1 PYTORCH_TUNABLEOP_FILENAME="$out/torch_tunableop%d.csv" \
@@ -224,10 +225,7 @@ run_gemm() {
   "$bundle/bin/tessera" bench gemm --m "$gemm_m" \
     --json "$out/bench_gemm.json" > "$out/bench_gemm.log" 2>&1 || { echo "bench gemm: exit $?"; status=1; }
   echo "bench gemm: $(( $(date +%s) - start ))s"
-  echo "== test results"
-  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$out/gpu_kernel_tests.log" | sort -u | sed 's/ (.*//'
-  grep -E 'Failure|Expected|Which is|rejected' "$out/gpu_kernel_tests.log" | head -20
-  grep '^\[ metric \] candidates' "$out/gpu_kernel_tests.log"
+  grep -E 'rejected' "$out/gpu_kernel_tests.log" | head -10
   echo "== anchors"; cat "$out/anchor_bw.log" "$out/anchor_gemm.log" "$out/anchor_gemm_tunableop.log"
   echo "== torch F.linear, timed as tessera bench gemm"; cat "$out/torch_rotating.log"
   echo "== tessera bench gemm"; grep -v '^[a-z_]* M=' "$out/bench_gemm.log"

@@ -19,11 +19,19 @@ std::string layer_name(int64_t i, std::string_view suffix) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(ModelConfig config, ForwardLimits limits, ExecutionOptions execution)
-    : config_(std::move(config)), limits_(limits), execution_(std::move(execution)) {
-  static std::atomic<uint32_t> next_id{0};
-  id_ = next_id++;
+namespace {
+
+// A number no other graph key owner in this process has had (graph_key keeps 16 bits of it).
+uint32_t next_graph_owner() {
+  static std::atomic<uint32_t> next{0};
+  return next++;
 }
+
+}  // namespace
+
+LlamaModel::LlamaModel(ModelConfig config, ForwardLimits limits, ExecutionOptions execution)
+    : config_(std::move(config)), limits_(limits), execution_(std::move(execution)),
+      id_(next_graph_owner()) {}
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource& weights,
                                                              Backend& backend,
@@ -340,6 +348,11 @@ absl::Status LlamaModel::run_graph_step(const StepBatch& batch, const KvCache& c
   const int32_t bucket =
       static_cast<int32_t>(decode_bucket(graph_buckets_, batch.num_tokens()));
   const int32_t max_context = graph_context_class(batch);
+  // Recordings point into the cache they ran with: another cache takes fresh keys.
+  if (&cache != graph_cache_) {
+    if (graph_cache_ != nullptr) id_ = next_graph_owner();
+    graph_cache_ = &cache;
+  }
   pad_decode_step(batch, bucket, max_context, cache.block_size(), &graph_batch_);
   absl::Status status;
   for (size_t s = 0; s < stages_.size() && status.ok(); ++s) {

@@ -162,7 +162,8 @@ class LlamaModel final : public ForwardModel {
   std::vector<Stage> stages_;
   std::vector<StepBatchPart> parts_;  // the current step's micro-batches (reused)
   bool graphs_ = false;               // decode steps run as graphs
-  uint32_t id_;                        // unique per loaded model: its graphs' keys
+  uint32_t id_;                        // its graphs' keys: unique per model and KV cache
+  const KvCache* graph_cache_ = nullptr;  // the cache the recordings under id_ write
   TokenBuckets graph_buckets_;          // what graph steps are padded to
   int64_t largest_graph_bucket_ = 0;
   StepBatch graph_batch_;             // the current graph step, padded (reused)

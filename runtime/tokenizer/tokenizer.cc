@@ -89,6 +89,16 @@ struct Tokenizer::Impl {
 
   explicit Impl(PreTokenizer p) : pre(std::move(p)) {}
 
+  // The special token written at text[pos] (the longest), or nullptr; a control token counts
+  // only when it ends at or before `control_end` (0: control tokens are off).
+  const SpecialToken* special_at(std::string_view text, size_t pos, size_t control_end) const {
+    for (const SpecialToken& special : specials[static_cast<uint8_t>(text[pos])]) {
+      if (special.needs_parse_special && pos + special.text.size() > control_end) continue;
+      if (text.compare(pos, special.text.size(), special.text) == 0) return &special;
+    }
+    return nullptr;
+  }
+
   std::string_view decoded(int32_t id) const {
     return std::string_view(bytes).substr(offsets[id], offsets[id + 1] - offsets[id]);
   }
@@ -267,18 +277,11 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bo
   size_t next_plain = 0;  // the first of `plain` that does not end at or before pos
   while (pos < text.size()) {
     while (next_plain < plain.size() && plain[next_plain].end <= pos) ++next_plain;
-    const SpecialToken* hit = nullptr;
-    for (const SpecialToken& special : im.specials[static_cast<uint8_t>(text[pos])]) {
-      if (special.needs_parse_special && !parse_special) continue;
-      if (special.needs_parse_special && next_plain < plain.size() &&
-          plain[next_plain].begin < pos + special.text.size()) {
-        continue;  // it would take bytes of a plain range
-      }
-      if (text.compare(pos, special.text.size(), special.text) == 0) {
-        hit = &special;
-        break;
-      }
-    }
+    // A control token may not take bytes of a plain range.
+    const size_t control_end = !parse_special               ? 0
+                               : next_plain < plain.size() ? plain[next_plain].begin
+                                                           : std::string_view::npos;
+    const SpecialToken* hit = im.special_at(text, pos, control_end);
     if (hit == nullptr) {
       ++pos;
       continue;
@@ -296,11 +299,8 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bo
 
 std::string_view Tokenizer::find_control_token(std::string_view text) const {
   for (size_t pos = 0; pos < text.size(); ++pos) {
-    for (const SpecialToken& special : impl_->specials[static_cast<uint8_t>(text[pos])]) {
-      if (special.needs_parse_special && text.compare(pos, special.text.size(), special.text) == 0) {
-        return special.text;
-      }
-    }
+    const SpecialToken* hit = impl_->special_at(text, pos, std::string_view::npos);
+    if (hit != nullptr && hit->needs_parse_special) return hit->text;
   }
   return {};
 }

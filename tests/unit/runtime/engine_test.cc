@@ -321,6 +321,28 @@ SampledRun run_seeded(bool device_sampling, bool first_wants_logprobs) {
   return run;
 }
 
+TEST(Engine, ADeviceTokenOutsideTheVocabularyFailsOnlyItsRequest) {
+  // A device sampler that answers an impossible id (non-finite logits on a GPU) ends the request
+  // with INTERNAL naming the id; the engine goes on serving.
+  Harness h(64, 4, ForwardLimits{64, 8});
+  h.model.device_sampling = true;
+  h.model.broken_device_token = testing::kFakeVocab + 5;
+  auto bad = *h.engine.submit(h.request(prompt_of(5, 1), 8));
+  auto outs = h.drain({bad});
+  ASSERT_FALSE(outs[bad.request->id].empty());
+  const RequestOutput& last = outs[bad.request->id].back();
+  EXPECT_TRUE(last.finished);
+  EXPECT_EQ(last.status.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(last.status.message().find("token id 262"), std::string::npos) << last.status;
+  EXPECT_EQ(h.cache->allocator().num_used(), 0);  // its blocks are back
+
+  h.model.broken_device_token.reset();
+  auto good = *h.engine.submit(h.request(prompt_of(5, 1), 8));
+  outs = h.drain({good});
+  EXPECT_TRUE(outs[good.request->id].back().status.ok());
+  EXPECT_EQ(tokens_of(outs[good.request->id]), expected_tokens(prompt_of(5, 1), 8));
+}
+
 TEST(Engine, DeviceAndHostSamplingGiveTheSameSeededTokens) {
   const SampledRun host = run_seeded(false, false);
   const SampledRun device = run_seeded(true, false);

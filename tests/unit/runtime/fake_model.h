@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -103,11 +104,13 @@ class FakeModel final : public ForwardModel {
     if (absl::Status s = forward(batch, cache, device_logits_); !s.ok()) return s;
     device_.sample(Tensor(device_logits_.data(), DType::kF32, {n, kFakeVocab}), rows,
                    Tensor(tokens.data(), DType::kI32, {n}));
+    if (broken_device_token) std::fill(tokens.begin(), tokens.end(), *broken_device_token);
     return absl::OkStatus();
   }
 
   bool spread_logits = false;   // logits over the whole vocabulary, not one hot
   bool device_sampling = false;  // offer forward_sampled to the engine
+  std::optional<int32_t> broken_device_token;  // forward_sampled answers this id for every row
   int steps = 0;
   int sampled_steps = 0;  // steps that went through forward_sampled
   int32_t max_tokens_seen = 0;
