@@ -12,34 +12,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One fp32 product / sum / difference, rounded on its own: never contracted into an fma with a
-// neighbouring operation, since the host reference rounds after every operation.
-__device__ __forceinline__ float mul_rn(float a, float b) {
-#if defined(TESSERA_HIP)
-#pragma clang fp contract(off)
-  return a * b;
-#else
-  return __fmul_rn(a, b);
-#endif
-}
-
-__device__ __forceinline__ float add_rn(float a, float b) {
-#if defined(TESSERA_HIP)
-#pragma clang fp contract(off)
-  return a + b;
-#else
-  return __fadd_rn(a, b);
-#endif
-}
-
-__device__ __forceinline__ float sub_rn(float a, float b) {
-#if defined(TESSERA_HIP)
-#pragma clang fp contract(off)
-  return a - b;
-#else
-  return __fsub_rn(a, b);
-#endif
-}
+// Arithmetic goes through gpu.h's mul_rn / add_rn / sub_rn: the host reference rounds after
+// every operation, so no fma may fuse two of them.
 
 // Little-endian loads at any alignment.
 __device__ __forceinline__ uint32_t load_u16(const uint8_t* p) {

@@ -170,6 +170,46 @@ __device__ __forceinline__ T shfl_xor(T v, int lane_mask) {
   return __shfl_xor_sync(0xffffffffu, v, lane_mask, kWarpSize);
 #endif
 }
+// Lane `src`'s value, all lanes active.
+template <typename T>
+__device__ __forceinline__ T shfl_from(T v, int src) {
+#if defined(TESSERA_HIP)
+  return __shfl(v, src, kWarpSize);
+#else
+  return __shfl_sync(0xffffffffu, v, src, kWarpSize);
+#endif
+}
+// One bit per lane (64 on CDNA), all lanes active.
+using LaneMask = unsigned long long;
+__device__ __forceinline__ LaneMask warp_ballot(bool pred) {
+#if defined(TESSERA_HIP)
+  return __ballot(pred);
+#else
+  return __ballot_sync(0xffffffffu, pred);
+#endif
+}
+__device__ __forceinline__ int lowest_lane(LaneMask m) { return __ffsll(static_cast<long long>(m)) - 1; }
+
+// One fp32 product / sum / difference rounded on its own, never contracted into an fma with a
+// neighbouring operation (results that must equal a host computation bit for bit).
+#if defined(TESSERA_HIP)
+__device__ __forceinline__ float mul_rn(float a, float b) {
+#pragma clang fp contract(off)
+  return a * b;
+}
+__device__ __forceinline__ float add_rn(float a, float b) {
+#pragma clang fp contract(off)
+  return a + b;
+}
+__device__ __forceinline__ float sub_rn(float a, float b) {
+#pragma clang fp contract(off)
+  return a - b;
+}
+#else
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+#endif
 #endif
 
 #if !defined(TESSERA_GPU_KERNELS_ONLY)

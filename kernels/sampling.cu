@@ -41,26 +41,6 @@ constexpr int kCollect = 2560;        // keys of one bucket that shared memory h
 constexpr float kSpanCutoff = 28.5f;  // (max - logit) / T beyond this: w < 2^-40, no mass
 static_assert(kDigitBins <= kThreads, "find_crossing gives each thread at most one digit bin");
 
-using LaneMask = unsigned long long;
-
-// The few warp operations gpu.h does not wrap; sampling is their only user.
-__device__ __forceinline__ LaneMask warp_ballot(bool pred) {
-#if defined(TESSERA_HIP)
-  return __ballot(pred);
-#else
-  return __ballot_sync(0xffffffffu, pred);
-#endif
-}
-template <typename T>
-__device__ __forceinline__ T shfl_from(T v, int src) {
-#if defined(TESSERA_HIP)
-  return __shfl(v, src, kWarpSize);
-#else
-  return __shfl_sync(0xffffffffu, v, src, kWarpSize);
-#endif
-}
-__device__ __forceinline__ int lowest_lane(LaneMask m) { return __ffsll(static_cast<long long>(m)) - 1; }
-
 struct SampleShared {
   uint32_t bucket_count[kBuckets];
   uint32_t bucket_lo[kBuckets];  // masses: low words; high words take the carries
