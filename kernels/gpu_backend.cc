@@ -548,7 +548,8 @@ void GpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
     return;
   }
   // The draw's bits come from the one host definition; the kernel gets them with the filters.
-  std::vector<gpu::SampleRow> device_rows(rows.size());
+  std::vector<gpu::SampleRow>& device_rows = sample_rows_;
+  device_rows.resize(rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
     const SamplingRow& s = rows[r];
     device_rows[r] = gpu::SampleRow{s.temperature, s.top_k, s.top_p, s.min_p,

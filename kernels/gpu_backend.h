@@ -148,6 +148,7 @@ class GpuBackend final : public Backend {
   size_t decode_part_floats_ = 0;
   gpu::DeviceStep step_;
   std::vector<int32_t> step_seq_of_, step_prefill_seqs_, step_decode_seqs_;  // begin_step's scratch
+  std::vector<gpu::SampleRow> sample_rows_;  // sample()'s launch parameters (reused)
 };
 
 }  // namespace tessera
