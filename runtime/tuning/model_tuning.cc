@@ -52,7 +52,8 @@ absl::StatusOr<std::unique_ptr<ModelTuning>> ModelTuning::attach(
     absl::StatusOr<std::unique_ptr<TuningContext>> ctx =
         TuningContext::create(config, d.ordinal, gemm);
     if (!ctx.ok()) return ctx.status();
-    d.backend->set_gemm_solutions(ctx->get());
+    // With tuning off every answer is the default: linear() then asks nobody (no lookup per GEMM).
+    if (reads_results(config.mode)) d.backend->set_gemm_solutions(ctx->get());
     t->devices_.push_back(d);
     t->contexts_.push_back(*std::move(ctx));
   }
