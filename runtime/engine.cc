@@ -263,15 +263,17 @@ bool Engine::step() {
     SampleResult sample;
     if (on_device) {
       sample.token = sampled[row++];
-      if (sample.token < 0 || sample.token >= model_.vocab_size()) {
-        finish(seq, FinishReason::kError,
-               absl::InternalError(absl::StrCat("the device sampler gave token id ", sample.token,
-                                                ", outside the vocabulary (non-finite logits?)")));
-        continue;
-      }
     } else {
       std::span<float> row_logits = logits.subspan(row++ * model_.vocab_size(), model_.vocab_size());
       sample = seq->sampler.sample(row_logits, static_cast<uint64_t>(seq->generated()));
+    }
+    // Either sampler answers -1 for non-finite logits; nothing outside the vocabulary may become
+    // the next step's input.
+    if (sample.token < 0 || sample.token >= model_.vocab_size()) {
+      finish(seq, FinishReason::kError,
+             absl::InternalError(absl::StrCat("sampling gave token id ", sample.token,
+                                              ", outside the vocabulary (non-finite logits?)")));
+      continue;
     }
     if (!seq->first_token) {
       seq->first_token = now;

@@ -101,6 +101,7 @@ SampleResult Sampler::sample(std::span<float> logits, uint64_t counter) {
   }
   const int32_t chosen = sample_reference(logits, row(counter), scratch_).token;
   result.token = chosen;
+  if (chosen < 0) return result;  // non-finite logits: the engine fails the request
   // Without transforms `logits` still holds the raw values (the reference only reads them).
   if (want_logprobs) result.logprob = (transforms ? raw[chosen] : logits[chosen]) - lse;
   observe(chosen);

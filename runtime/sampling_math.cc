@@ -1,6 +1,7 @@
 #include "runtime/sampling_math.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 
@@ -20,9 +21,14 @@ SamplingOutcome sample_reference(std::span<const float> logits, const SamplingRo
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const int64_t vocab = static_cast<int64_t>(logits.size());
   int64_t argmax = 0;
+  bool finite = vocab > 0 && std::isfinite(logits[0]);
   for (int64_t i = 1; i < vocab; ++i) {
+    finite = finite && std::isfinite(logits[i]);
     if (logits[i] > logits[argmax]) argmax = i;
   }
+  // A NaN or infinite logit (a broken model) gives no distribution to sample: token -1, which the
+  // engine refuses with an error naming it.
+  if (!finite) return {-1, kInf};
   if (!(row.temperature > 0.0f)) return {static_cast<int32_t>(argmax), kInf};
   const float max_logit = logits[argmax];
   double margin = kInf;

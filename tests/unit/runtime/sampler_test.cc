@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <limits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -28,6 +29,18 @@ TEST(Sampler, GreedyPicksArgmaxAndReportsLogprob) {
   EXPECT_EQ(r.token, 1);
   const double lse = std::log(std::exp(0.1) + std::exp(2.0) + std::exp(-1.0) + std::exp(1.9));
   EXPECT_NEAR(r.logprob, 2.0 - lse, 1e-5);
+}
+
+TEST(Sampler, NonFiniteLogitsGiveNoTokenEvenWithPenaltiesAndLogprobs) {
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.logprobs = true;
+  p.repetition_penalty = 1.3f;
+  const std::vector<int32_t> prompt = {5, 1};
+  Sampler s(p, prompt);
+  std::vector<float> l = logits_of({0.1f, std::numeric_limits<float>::quiet_NaN(), -1.0f, 1.9f,
+                                    0.0f, 0.3f});
+  EXPECT_EQ(s.sample(l, 0).token, -1);
 }
 
 TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {

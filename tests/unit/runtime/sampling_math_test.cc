@@ -64,6 +64,18 @@ SamplingRow sampled(float temperature, uint64_t seed = 1) {
   return row;
 }
 
+TEST(SamplingMath, NonFiniteLogitsGiveNoToken) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const std::vector<float>& logits : {std::vector<float>{1.0f, nan, 2.0f},
+                                           std::vector<float>{nan, 1.0f},
+                                           std::vector<float>{1.0f, inf, 0.0f},
+                                           std::vector<float>{-inf, 0.5f}}) {
+    EXPECT_EQ(token(logits, sampled(0.0f)), -1);
+    EXPECT_EQ(token(logits, sampled(0.8f)), -1);
+  }
+}
+
 TEST(SamplingMath, GreedyTakesTheLowestIndexAmongEqualMaxima) {
   const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 2.9f};
   SamplingRow row = sampled(0.0f);
