@@ -1,11 +1,13 @@
 #include "server/warmup_call.h"
 
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "server/metrics/bearer_token.h"
 #include "server/status_mapping.h"
 #include "server/warmup_proto.h"
 
@@ -117,13 +119,7 @@ bool call_authorized(const grpc::CallbackServerContext& context, const std::stri
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");
   if (it == metadata.end()) return false;
-  const std::string value(it->second.data(), it->second.size());
-  constexpr std::string_view kScheme = "Bearer ";
-  if (value.size() <= kScheme.size() ||
-      !absl::EqualsIgnoreCase(value.substr(0, kScheme.size()), "bearer ")) {
-    return false;
-  }
-  return value.substr(kScheme.size()) == token;
+  return bearer_token_matches(std::string_view(it->second.data(), it->second.size()), token);
 }
 
 grpc::ServerWriteReactor<WarmupProgress>* start_warmup_call(

@@ -1,5 +1,6 @@
 #include "server/metrics/admin_http_server.h"
 
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/metrics/bearer_token.h"
 #include "server/metrics/listen_socket.h"
 #include "spdlog/spdlog.h"
 
@@ -44,14 +46,6 @@ bool is_token(std::string_view s) {
     }
   }
   return true;
-}
-
-// Equal strings, in time that depends on their lengths only.
-bool constant_time_equal(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
 }
 
 }  // namespace
@@ -361,17 +355,7 @@ void AdminHttpServer::close_connection(Connection& c) {
 
 bool AdminHttpServer::authorized(const HttpRequest& request) const {
   const std::optional<std::string_view> value = request.header("authorization");
-  if (!value) return false;
-  std::string_view v = *value;
-  constexpr std::string_view kScheme = "bearer";
-  if (v.size() <= kScheme.size() ||
-      !absl::EqualsIgnoreCase(absl::string_view(v.data(), kScheme.size()), kScheme.data())) {
-    return false;
-  }
-  v.remove_prefix(kScheme.size());
-  if (v.front() != ' ') return false;
-  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
-  return constant_time_equal(v, options_.bearer_token);
+  return value && bearer_token_matches(*value, options_.bearer_token);
 }
 
 HttpResponse AdminHttpServer::dispatch(const HttpRequest& request) const {
