@@ -265,7 +265,8 @@ bool Engine::step() {
       sample.token = sampled[row++];
     } else {
       std::span<float> row_logits = logits.subspan(row++ * model_.vocab_size(), model_.vocab_size());
-      sample = seq->sampler.sample(row_logits, static_cast<uint64_t>(seq->generated()));
+      sample = seq->sampler.sample(row_logits, static_cast<uint64_t>(seq->generated()),
+                                   sampling_scratch_);
     }
     // Either sampler answers -1 for non-finite logits; nothing outside the vocabulary may become
     // the next step's input.

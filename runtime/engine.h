@@ -116,6 +116,7 @@ class Engine {
   std::vector<float> logits_;  // [max_logit_rows, vocab]
   std::vector<SamplingRow> sample_rows_;  // [logit rows] when the model samples on its device
   std::vector<int32_t> sampled_;          // [max_logit_rows] the tokens it sampled
+  SamplingScratch sampling_scratch_;      // the host sampler's vocab-sized buffers, for every sequence
 };
 
 }  // namespace tessera

@@ -78,7 +78,8 @@ void Sampler::apply_penalties(std::span<float> logits) const {
   }
 }
 
-SampleResult Sampler::sample(std::span<float> logits, uint64_t counter) {
+SampleResult Sampler::sample(std::span<float> logits, uint64_t counter,
+                             SamplingScratch& scratch) {
   SampleResult result;
   const int32_t vocab = static_cast<int32_t>(logits.size());
   // Logprobs describe the model's own distribution, before any sampling transform; they cost a
@@ -99,7 +100,7 @@ SampleResult Sampler::sample(std::span<float> logits, uint64_t counter) {
     if (want_logprobs) raw.assign(logits.begin(), logits.end());
     apply_penalties(logits);
   }
-  const int32_t chosen = sample_reference(logits, row(counter), scratch_).token;
+  const int32_t chosen = sample_reference(logits, row(counter), scratch).token;
   result.token = chosen;
   if (chosen < 0) return result;  // non-finite logits: the engine fails the request
   // Without transforms `logits` still holds the raw values (the reference only reads them).

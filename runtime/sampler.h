@@ -51,8 +51,9 @@ class Sampler {
   std::optional<SamplingRow> plain_row(uint64_t counter) const;
 
   // Samples the `counter`-th output token from `logits` [vocab] (overwritten: they are scratch
-  // space) and records it for the penalties.
-  SampleResult sample(std::span<float> logits, uint64_t counter);
+  // space) and records it for the penalties. `scratch` holds vocab-sized working buffers: one
+  // per thread that samples (the engine's), not one per sequence.
+  SampleResult sample(std::span<float> logits, uint64_t counter, SamplingScratch& scratch);
 
  private:
   SamplingRow row(uint64_t counter) const;
@@ -68,7 +69,6 @@ class Sampler {
   std::vector<int32_t> seen_;                           // prompt and output tokens, unique
   std::vector<uint8_t> seen_mask_;                      // [vocab] grown on demand
   std::vector<std::pair<float, int32_t>> top_;          // top_logprobs scratch
-  SamplingScratch scratch_;
 };
 
 }  // namespace tessera

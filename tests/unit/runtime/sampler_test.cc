@@ -14,9 +14,15 @@ namespace {
 
 std::vector<float> logits_of(std::initializer_list<float> v) { return std::vector<float>(v); }
 
+// Sampling's working buffers, shared by the tests as the engine shares one among its sequences.
+SamplingScratch& scratch() {
+  static SamplingScratch s;
+  return s;
+}
+
 // The sequence's `counter`-th token (its output index).
 int32_t draw(Sampler& s, std::vector<float> logits, uint64_t counter = 0) {
-  return s.sample(logits, counter).token;
+  return s.sample(logits, counter, scratch()).token;
 }
 
 TEST(Sampler, GreedyPicksArgmaxAndReportsLogprob) {
@@ -25,7 +31,7 @@ TEST(Sampler, GreedyPicksArgmaxAndReportsLogprob) {
   p.logprobs = true;
   Sampler s(p, {});
   std::vector<float> l = logits_of({0.1f, 2.0f, -1.0f, 1.9f});
-  const SampleResult r = s.sample(l, 0);
+  const SampleResult r = s.sample(l, 0, scratch());
   EXPECT_EQ(r.token, 1);
   const double lse = std::log(std::exp(0.1) + std::exp(2.0) + std::exp(-1.0) + std::exp(1.9));
   EXPECT_NEAR(r.logprob, 2.0 - lse, 1e-5);
@@ -40,7 +46,7 @@ TEST(Sampler, NonFiniteLogitsGiveNoTokenEvenWithPenaltiesAndLogprobs) {
   Sampler s(p, prompt);
   std::vector<float> l = logits_of({0.1f, std::numeric_limits<float>::quiet_NaN(), -1.0f, 1.9f,
                                     0.0f, 0.3f});
-  EXPECT_EQ(s.sample(l, 0).token, -1);
+  EXPECT_EQ(s.sample(l, 0, scratch()).token, -1);
 }
 
 TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {
@@ -117,7 +123,7 @@ TEST(Sampler, LogprobIsOfTheRawDistributionEvenWithPenalties) {
   p.repetition_penalty = 100.0f;
   Sampler s(p, std::vector<int32_t>{0});
   std::vector<float> l = logits_of({3.0f, 1.0f});
-  const SampleResult r = s.sample(l, 0);
+  const SampleResult r = s.sample(l, 0, scratch());
   EXPECT_EQ(r.token, 1);  // 3 / 100 < 1
   EXPECT_NEAR(r.logprob, 1.0 - std::log(std::exp(3.0) + std::exp(1.0)), 1e-5);
 }
@@ -152,7 +158,7 @@ TEST(Sampler, TopLogprobsAreSortedAndNormalized) {
   p.top_logprobs = 2;
   Sampler s(p, {});
   std::vector<float> l = logits_of({0.0f, 5.0f, 4.0f});
-  const SampleResult r = s.sample(l, 0);
+  const SampleResult r = s.sample(l, 0, scratch());
   ASSERT_EQ(r.top.size(), 2u);
   EXPECT_EQ(r.top[0].token, 1);
   EXPECT_EQ(r.top[1].token, 2);
