@@ -66,25 +66,22 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource&
   model->segments_ = std::move(segments);
   for (const LayerSegment& seg : model->segments_) model->stages_.push_back(Stage{seg, {}, {}});
   TESSERA_RETURN_IF_ERROR(model->load_weights(weights));
+  const Capacity cap = capacity(model->limits_, model->execution_);
   for (size_t s = 0; s < model->stages_.size(); ++s) {
     TESSERA_RETURN_IF_ERROR(
-        model->allocate_activations(model->stages_[s], s + 1 == model->stages_.size()));
+        model->allocate_activations(model->stages_[s], cap, s + 1 == model->stages_.size()));
   }
+  // Graphs run where asked and every stage records them, and never for steps split into parts.
   const DecodeGraphs graphs = model->execution_.decode_graphs;
-  model->graphs_ = graphs == DecodeGraphs::kAlways;
-  if (graphs == DecodeGraphs::kAuto) {
-    model->graphs_ = std::all_of(model->stages_.begin(), model->stages_.end(), [](const Stage& st) {
-      return st.segment.backend->records_graphs();
-    });
-  }
-  if (model->graphs_) {
+  const bool split_steps = model->stages_.size() > 1 && model->execution_.micro_batches > 1;
+  const bool recorded = std::all_of(model->stages_.begin(), model->stages_.end(),
+                                    [](const Stage& st) { return st.segment.backend->records_graphs(); });
+  if (!split_steps && (graphs == DecodeGraphs::kAlways || (graphs == DecodeGraphs::kAuto && recorded))) {
     // The largest bucket whose padded step fits the activations.
-    const Capacity cap = capacity(model->limits_, model->execution_);
     model->graph_buckets_ = *padding_buckets(model->execution_);
     for (int64_t b : model->graph_buckets_.decode) {
       if (b <= cap.tokens && b <= cap.logit_rows) model->largest_graph_bucket_ = b;
     }
-    model->graphs_ = model->largest_graph_bucket_ > 0;
   }
   return model;
 }
@@ -125,12 +122,17 @@ LlamaModel::Capacity LlamaModel::capacity(const ForwardLimits& limits,
   if (!buckets) return cap;
   // A part ends at most at the limit; its padding reaches past it by at most this much.
   const TokenBuckets& b = *buckets;
+  // Past the largest decode bucket both paddings repeat with period prefill_pad: every value
+  // they take shows up by then.
+  const int64_t period_end = b.decode.back() + b.prefill_pad;
   int64_t token_pad = 0, row_pad = 0;
-  for (int64_t n = 1; n <= limits.max_batch_tokens; ++n) {
+  for (int64_t n = 1; n <= std::min<int64_t>(limits.max_batch_tokens, period_end); ++n) {
     token_pad = std::max({token_pad, padded_step_tokens(b, n, true) - n,
                           padded_step_tokens(b, n, false) - n});
   }
-  for (int64_t r = 1; r <= limits.max_logit_rows; ++r) row_pad = std::max(row_pad, decode_bucket(b, r) - r);
+  for (int64_t r = 1; r <= std::min<int64_t>(limits.max_logit_rows, period_end); ++r) {
+    row_pad = std::max(row_pad, decode_bucket(b, r) - r);
+  }
   return Capacity{cap.tokens + token_pad, cap.logit_rows + row_pad};
 }
 
@@ -244,12 +246,11 @@ absl::Status LlamaModel::load_weights(const WeightSource& weights) {
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::allocate_activations(Stage& stage, bool last) {
+absl::Status LlamaModel::allocate_activations(Stage& stage, const Capacity& cap, bool last) {
   const ModelConfig& c = config_;
   Backend& b = *stage.segment.backend;
   Activations& act = stage.act;
   const DType dt = b.compute_dtype();
-  const Capacity cap = capacity(limits_, execution_);
   const int64_t n = cap.tokens;
   TESSERA_ASSIGN_OR_RETURN(act.residual, allocate(b, dt, {n, c.hidden_size}));
   TESSERA_ASSIGN_OR_RETURN(act.normed, allocate(b, dt, {n, c.hidden_size}));
@@ -340,7 +341,6 @@ absl::Status LlamaModel::run_step(const StepBatch& batch, const KvCache& cache,
 }
 
 bool LlamaModel::runs_as_graph(const StepBatch& batch) const {
-  if (!graphs_ || (stages_.size() > 1 && execution_.micro_batches > 1)) return false;
   return batch.num_tokens() <= largest_graph_bucket_ && is_decode_step(batch);
 }
 

@@ -73,7 +73,7 @@ class LlamaModel final : public ForwardModel {
   size_t weight_bytes() const { return weight_bytes_; }
   const std::vector<LayerSegment>& segments() const { return segments_; }
   // The most sequences a decode step may have to run as graphs; 0 when steps run without them.
-  int64_t largest_graph_bucket() const { return graphs_ ? largest_graph_bucket_ : 0; }
+  int64_t largest_graph_bucket() const { return largest_graph_bucket_; }
 
   absl::Status forward(const StepBatch& batch, const KvCache& cache,
                        std::span<float> logits) override;
@@ -127,7 +127,7 @@ class LlamaModel final : public ForwardModel {
                                      std::initializer_list<std::string_view> names,
                                      std::initializer_list<int64_t> dims);
   absl::Status load_weights(const WeightSource& weights);
-  absl::Status allocate_activations(Stage& stage, bool last);
+  absl::Status allocate_activations(Stage& stage, const Capacity& cap, bool last);
   // What a step hands back: the logits (forward) or the tokens sampled by `rows` on the last
   // stage's backend (forward_sampled); exactly one of `logits` and `tokens` is non-empty.
   struct StepOutput {
@@ -138,7 +138,7 @@ class LlamaModel final : public ForwardModel {
   absl::Status run_step(const StepBatch& batch, const KvCache& cache, const StepOutput& output);
   // The row count the layers' GEMMs run with for `part`: its tokens, padded to the buckets.
   int64_t gemm_rows(const StepBatch& part) const;
-  // Whether `batch` runs as graphs (graphs_ on, decode only, within the largest decode bucket).
+  // Whether `batch` runs as graphs (decode only, within the largest graph bucket).
   bool runs_as_graph(const StepBatch& batch) const;
   // Queues the padded step through each stage's recorded graph.
   absl::Status run_graph_step(const StepBatch& batch, const KvCache& cache);
@@ -161,11 +161,10 @@ class LlamaModel final : public ForwardModel {
   std::vector<Layer> layers_;
   std::vector<Stage> stages_;
   std::vector<StepBatchPart> parts_;  // the current step's micro-batches (reused)
-  bool graphs_ = false;               // decode steps run as graphs
   uint32_t id_;                        // its graphs' keys: unique per model and KV cache
   const KvCache* graph_cache_ = nullptr;  // the cache the recordings under id_ write
   TokenBuckets graph_buckets_;          // what graph steps are padded to
-  int64_t largest_graph_bucket_ = 0;
+  int64_t largest_graph_bucket_ = 0;   // 0: decode steps run without graphs
   StepBatch graph_batch_;             // the current graph step, padded (reused)
   int64_t graph_steps_ = 0;           // steps run_graph_step completed
   Tensor sampled_;  // [logit rows] int32 on the last stage: the backend's sample op writes here

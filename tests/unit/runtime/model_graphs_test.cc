@@ -80,5 +80,16 @@ TEST_F(ModelGraphs, SplitOverTwoDevices) {
   EXPECT_EQ(generate(*graphed, prompts, 8), generate(*direct, prompts, 8));
 }
 
+TEST_F(ModelGraphs, StepsSplitIntoMicroBatchesRunWithoutGraphs) {
+  InstanceOptions o = options(DecodeGraphs::kAlways);
+  o.backend.devices = {0, 1};
+  o.execution.micro_batches = 2;
+  auto m = load(o);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->model().largest_graph_bucket(), 0);
+  generate(*m, {kPrompts[0], kPrompts[1]}, 4);
+  EXPECT_EQ(m->model().graph_steps(), 0);
+}
+
 }  // namespace
 }  // namespace tessera
