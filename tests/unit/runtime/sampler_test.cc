@@ -190,8 +190,13 @@ TEST(Sampler, AgreesWithTheReferenceForEveryParameterMix) {
           for (uint64_t c = 0; c < 8; ++c) {
             const std::optional<SamplingRow> row = s.plain_row(c);
             ASSERT_TRUE(row.has_value());
+            // The row carries the request's parameters, so the device draws what the host does.
             EXPECT_EQ(row->seed, p.seed);
             EXPECT_EQ(row->counter, c);
+            EXPECT_EQ(row->temperature, temperature);
+            EXPECT_EQ(row->top_k, top_k);
+            EXPECT_EQ(row->top_p, top_p);
+            EXPECT_EQ(row->min_p, min_p);
             const int32_t want = sample_reference(logits, *row, scratch).token;
             EXPECT_EQ(draw(s, logits, c), want) << "T " << temperature << " k " << top_k
                                                 << " p " << top_p << " min_p " << min_p;
