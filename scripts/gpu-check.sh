@@ -165,8 +165,8 @@ for name, runs in zip(("balanced", "capped", "mb2"), split):
 sys.exit(0 if ok else 1)
 PY
   grep -h -A4 "device  name" "$out"/multi_capped.log | head -5
-  local -A serve=([1gpu]="--devices 0" [seq]="--devices 0,1 --device-map sequential --max-memory 0=12GiB"
-                  [bal]="--devices 0,1 --device-map balanced" [bal_mb2]="--devices 0,1 --device-map balanced --micro-batches 2")
+  local -A serve=([1gpu]="--devices 0" [seq]="--devices 0,1 --device-map sequential --max-memory 0=12GiB --micro-batches 1"
+                  [bal]="--devices 0,1 --device-map balanced --micro-batches 1" [bal_mb2]="--devices 0,1 --device-map balanced --micro-batches 2")
   for name in ${MULTI_SERVE:-1gpu seq bal bal_mb2}; do
     start_server "$name" ${serve[$name]} || continue
     for c in 1 64; do

@@ -39,7 +39,7 @@ struct ExecutionOptions {
   // least min_micro_batch_tokens tokens: a part only pays when it keeps the GEMMs compute-bound
   // (on a memory-bound step every part reads all the weights again), so decode steps, which run
   // as graphs, are never split. A step split into parts runs without graphs.
-  int32_t micro_batches = 1;
+  int32_t micro_batches = 2;
   int32_t min_micro_batch_tokens = 256;
   // Decode-only steps of at most the largest decode bucket are padded to their bucket and run as
   // graphs (the buckets of gemm_buckets when set, else TokenBuckets' defaults).
