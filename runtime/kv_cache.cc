@@ -1,5 +1,6 @@
 #include "runtime/kv_cache.h"
 
+#include <atomic>
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
@@ -91,8 +92,18 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(std::span<const LayerSe
   return cache;
 }
 
+namespace {
+
+uint64_t next_cache_id() {
+  static std::atomic<uint64_t> next{1};  // 0 is no cache
+  return next++;
+}
+
+}  // namespace
+
 KvCache::KvCache(KvCacheShape shape, DType dtype)
-    : shape_(shape), dtype_(dtype), layer_base_(shape.num_layers), allocator_(shape.num_blocks) {}
+    : id_(next_cache_id()), shape_(shape), dtype_(dtype), layer_base_(shape.num_layers),
+      allocator_(shape.num_blocks) {}
 
 KvLayerView KvCache::layer(int32_t index) const {
   const int64_t per_pool = static_cast<int64_t>(shape_.num_blocks) * shape_.block_size *

@@ -75,9 +75,13 @@ class KvCache {
   KvLayerView layer(int32_t index) const;
   BlockAllocator& allocator() { return allocator_; }
   const BlockAllocator& allocator() const { return allocator_; }
+  // Unique to this cache among every cache of the process, ever: what recordings that write into
+  // it are told apart by (an address may be reused by a later cache).
+  uint64_t id() const { return id_; }
 
  private:
   KvCache(KvCacheShape shape, DType dtype);
+  uint64_t id_;
   KvCacheShape shape_;
   DType dtype_;
   // Per segment: [its layers, 2 (k, v), num_blocks, block_size, n_kv_heads, head_dim].

@@ -355,9 +355,9 @@ absl::Status LlamaModel::run_graph_step(const StepBatch& batch, const KvCache& c
       static_cast<int32_t>(decode_bucket(graph_buckets_, batch.num_tokens()));
   const int32_t max_context = graph_context_class(batch);
   // Recordings point into the cache they ran with: another cache takes fresh keys.
-  if (&cache != graph_cache_) {
-    if (graph_cache_ != nullptr) id_ = next_graph_owner();
-    graph_cache_ = &cache;
+  if (cache.id() != graph_cache_) {
+    if (graph_cache_ != 0) id_ = next_graph_owner();
+    graph_cache_ = cache.id();
   }
   pad_decode_step(batch, bucket, max_context, cache.block_size(), &graph_batch_);
   absl::Status status;

@@ -169,7 +169,7 @@ class LlamaModel final : public ForwardModel {
   std::vector<Stage> stages_;
   std::vector<StepBatchPart> parts_;  // the current step's micro-batches (reused)
   uint32_t id_;                        // its graphs' keys: unique per model and KV cache
-  const KvCache* graph_cache_ = nullptr;  // the cache the recordings under id_ write
+  uint64_t graph_cache_ = 0;  // KvCache::id() of the cache the recordings under id_ write (0: none)
   TokenBuckets graph_buckets_;          // what graph steps are padded to
   int64_t largest_graph_bucket_ = 0;   // 0: decode steps run without graphs
   StepBatch graph_batch_;             // the current graph step, padded (reused)

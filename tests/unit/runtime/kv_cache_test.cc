@@ -53,5 +53,21 @@ TEST(KvCache, LayersDoNotOverlapAndRejectEmptyShapes) {
   EXPECT_FALSE(KvCache::create(backend, shape).ok());
 }
 
+TEST(KvCache, EveryCacheHasItsOwnId) {
+  // Graph recordings are keyed by the cache they write: a cache made where a freed one was must
+  // not pass for it.
+  CpuBackend backend(1);
+  const KvCacheShape shape{1, 2, 4, 1, 8};
+  auto first = KvCache::create(backend, shape);
+  ASSERT_TRUE(first.ok());
+  const uint64_t first_id = (*first)->id();
+  EXPECT_NE(first_id, 0u);
+  first->reset();
+  auto second = KvCache::create(backend, shape);
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE((*second)->id(), first_id);
+  EXPECT_NE((*second)->id(), 0u);
+}
+
 }  // namespace
 }  // namespace tessera
