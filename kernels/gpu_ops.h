@@ -36,19 +36,25 @@ struct DeviceStep {
   int32_t max_decode_context = 0;
 };
 
-gpuError_t f32_to_bf16(const float* src, gpu_bf16* dst, int64_t n, gpuStream_t stream);
+// elementwise.cu, for T = gpu_bf16 and gpu_f16 (gpu.h's element types).
+// dst[i] = src[i] rounded to T (to nearest even).
+template <typename T>
+gpuError_t convert_f32(const float* src, T* dst, int64_t n, gpuStream_t stream);
 // dst[i] = uniform in [lo, hi), from (seed, i): benchmark inputs without a host round trip.
-gpuError_t fill_uniform(gpu_bf16* dst, int64_t n, uint64_t seed, float lo, float hi,
-                        gpuStream_t stream);
-gpuError_t embedding(const gpu_bf16* table, int64_t vocab, int64_t hidden, const int32_t* ids,
-                     int64_t n, gpu_bf16* out, gpuStream_t stream);
+template <typename T>
+gpuError_t fill_uniform(T* dst, int64_t n, uint64_t seed, float lo, float hi, gpuStream_t stream);
+template <typename T>
+gpuError_t embedding(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
+                     T* out, gpuStream_t stream);
 // residual may be null (plain rms_norm); otherwise residual += x first.
-gpuError_t rms_norm(gpu_bf16* residual, const gpu_bf16* x, const gpu_bf16* w, int64_t n,
-                    int64_t hidden, float eps, gpu_bf16* out, gpuStream_t stream);
-gpuError_t silu_mul(const gpu_bf16* gate_up, int64_t n, int64_t inter, gpu_bf16* out,
-                    gpuStream_t stream);
-gpuError_t gather_rows(const gpu_bf16* x, int64_t hidden, const int32_t* rows, int64_t n_rows,
-                       gpu_bf16* out, gpuStream_t stream);
+template <typename T>
+gpuError_t rms_norm(T* residual, const T* x, const T* w, int64_t n, int64_t hidden, float eps,
+                    T* out, gpuStream_t stream);
+template <typename T>
+gpuError_t silu_mul(const T* gate_up, int64_t n, int64_t inter, T* out, gpuStream_t stream);
+template <typename T>
+gpuError_t gather_rows(const T* x, int64_t hidden, const int32_t* rows, int64_t n_rows, T* out,
+                       gpuStream_t stream);
 
 // RoPE on q and k (pairs (i, i + d/2), or (2i, 2i + 1) when `interleaved`), then k and v to the
 // cache at the step's slots (slot < 0: padding, not written).
