@@ -318,6 +318,7 @@ void Engine::publish_stats() {
   stats_.waiting = static_cast<int64_t>(waiting_.size());
   stats_.kv_blocks_used = cache_.allocator().num_used();
   stats_.graph_steps_total = model_.graph_steps();
+  stats_.micro_batched_steps_total = model_.micro_batched_steps();
 }
 
 }  // namespace tessera

@@ -43,6 +43,7 @@ struct EngineStats {
   std::atomic<int64_t> prompt_tokens_total{0};
   std::atomic<int64_t> generation_tokens_total{0};
   std::atomic<int64_t> graph_steps_total{0};  // steps the model ran through decode graphs
+  std::atomic<int64_t> micro_batched_steps_total{0};  // steps split into micro-batches
 };
 
 class Engine {

@@ -275,7 +275,8 @@ const std::vector<KeySpec>& specs() {
                           "memory per device kept free of weights for its KV cache when placing layers",
                           &DaemonConfig::kv_reserve, 0, 1024 * kTiB));
     s.push_back(int_key("micro_batches", "an integer in [1, 64]",
-                        "parts each step is split into so that the devices of a split model work at once",
+                        "parts a step of at least 512 tokens is split into (each >= 256) so that the "
+                        "devices of a split model work at once",
                         &DaemonConfig::micro_batches, 1, 64));
     s.push_back(enum_key("decode_graphs", "one of auto, off",
                          "decode steps padded to the decode buckets and replayed as CUDA/HIP graphs "

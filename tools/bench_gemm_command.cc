@@ -6,7 +6,9 @@
 // Default (elementwise, the tuner's bf16 tolerance) and timed again. Reports ms, TFLOP/s, GB/s
 // (w, x and out each moved once) and the share of the device-to-device copy bandwidth measured
 // in the same process; prints a table and writes JSON. Timings are event-timed means over operand
-// sets rotated past the L2 cache, median of three.
+// sets rotated past the L2 cache, median of three. Beside each GEMM, a kernel that only reads the
+// same number of bytes (gpu::stream_read), timed the same way: the ceiling of a weight stream of
+// that size, launch and ramp included.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +30,7 @@
 #include "tools/text_table.h"
 
 #if defined(TESSERA_WITH_GPU)
+#include "kernels/gemm/stream_read.h"
 #include "kernels/gpu_backend.h"
 #include "kernels/gpu_ops.h"
 #include "runtime/tuning/tuning_config.h"
@@ -102,6 +105,49 @@ absl::StatusOr<double> copy_bandwidth(GpuBackend& gpu) {
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;  // bytes read + written, GB/s
 }
 
+// gpu::stream_read of `bytes` from `copies` buffers in turn, timed as timed_ms times a candidate:
+// median of three event-timed means of about kFinalMs each.
+absl::StatusOr<double> read_ms(GpuBackend& gpu, size_t bytes, int copies) {
+  std::vector<DeviceBuffer> buffers;
+  for (int c = 0; c < copies; ++c) {
+    TESSERA_ASSIGN_OR_RETURN(buffers.emplace_back(), gpu.allocate(bytes));
+    GPU_CHECK(gpu::fill_uniform(static_cast<gpu_bf16*>(buffers.back().data()),
+                                static_cast<int64_t>(bytes / 2), 11 + c, -1, 1, gpu.stream()));
+  }
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer sink, gpu.allocate(sizeof(uint32_t)));
+  struct Events {  // destroyed on every return, the failing ones too
+    gpuEvent_t start = nullptr, stop = nullptr;
+    ~Events() {
+      if (start != nullptr) (void)gpuEventDestroy(start);
+      if (stop != nullptr) (void)gpuEventDestroy(stop);
+    }
+  } ev;
+  GPU_CHECK(gpuEventCreate(&ev.start));
+  GPU_CHECK(gpuEventCreate(&ev.stop));
+  auto mean_ms = [&](int64_t iterations) -> absl::StatusOr<double> {
+    GPU_CHECK(gpuEventRecord(ev.start, gpu.stream()));
+    for (int64_t i = 0; i < iterations; ++i) {
+      GPU_CHECK(gpu::stream_read(buffers[i % copies].data(), bytes,
+                                 static_cast<uint32_t*>(sink.data()), gpu.stream()));
+    }
+    GPU_CHECK(gpuEventRecord(ev.stop, gpu.stream()));
+    GPU_CHECK(gpuEventSynchronize(ev.stop));
+    float ms = 0.0f;
+    GPU_CHECK(gpuEventElapsedTime(&ms, ev.start, ev.stop));
+    return static_cast<double>(ms) / static_cast<double>(iterations);
+  };
+  TESSERA_RETURN_IF_ERROR(mean_ms(1).status());  // warm-up
+  TESSERA_ASSIGN_OR_RETURN(const double estimate, mean_ms(1));
+  const int64_t iterations =
+      std::clamp<int64_t>(static_cast<int64_t>(kFinalMs / std::max(estimate, 1e-3)), 1, 1000);
+  std::vector<double> ms;
+  for (int r = 0; r < 3; ++r) {
+    TESSERA_ASSIGN_OR_RETURN(ms.emplace_back(), mean_ms(iterations));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[1];
+}
+
 // Median of three event-timed means of about `budget_ms` each.
 absl::StatusOr<double> timed_ms(TunableGemm& t, const std::string& name, double estimate_ms,
                                 double budget_ms) {
@@ -133,6 +179,8 @@ std::string origin_of(const std::string& name) {
 struct Result {
   double default_ms = 0, best_ms = 0, own_ms = 0;
   std::string best, own;
+  // Every own kernel's first (rough) timing: which variants come close, in the JSON.
+  std::vector<std::pair<std::string, double>> own_rough;
   size_t candidates = 0;
   int rejected = 0;
 };
@@ -152,6 +200,9 @@ absl::StatusOr<Result> tune(TunableGemm& t, const GemmSignature& sig) {
     if (ms.ok()) rough.emplace_back(*ms, name);
   }
   std::sort(rough.begin(), rough.end());
+  for (const auto& [ms, name] : rough) {
+    if (origin_of(name) == "own") r.own_rough.emplace_back(name, ms);
+  }
   TESSERA_RETURN_IF_ERROR(t.run("Default", 0));
   TESSERA_ASSIGN_OR_RETURN(const std::vector<float> ref, t.output(0));
   const NumericsTolerance tol = TuningConfig{}.tolerance(sig.dtype);
@@ -208,7 +259,8 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
 
   TextTable table({{"gemm"}, {"M", true}, {"cands", true}, {"default ms", true},
                    {"default GB/s", true}, {"best ms", true}, {"TFLOP/s", true}, {"GB/s", true},
-                   {"% copy", true}, {"x default", true}, {"best"}, {"own % copy", true}});
+                   {"% copy", true}, {"x default", true}, {"best"}, {"own % copy", true},
+                   {"read % copy", true}});
   nlohmann::json rows = nlohmann::json::array();
   for (const LinearShape& s : kShapes) {
     for (int64_t m : ms) {
@@ -220,6 +272,9 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
       auto r = tune(tunable, sig);
       tunable.release();
       if (!r.ok()) return fail(r.status());
+      // The operand bytes rounded down to whole 16-byte vectors (stream_read's unit).
+      auto read = read_ms(gpu, operand / 16 * 16, copies);
+      if (!read.ok()) return fail(read.status());
       const double bytes = static_cast<double>(operand);
       auto gbs = [&](double t) { return bytes / (t * 1e-3) / 1e9; };
       const double tflops = 2.0 * m * s.n * s.k / (r->best_ms * 1e-3) / 1e12;
@@ -229,7 +284,8 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
                      absl::StrFormat("%.0f", gbs(r->best_ms)),
                      absl::StrFormat("%.1f", 100.0 * gbs(r->best_ms) / *copy),
                      absl::StrFormat("%.2f", r->default_ms / r->best_ms), r->best,
-                     r->own.empty() ? "" : absl::StrFormat("%.1f", 100.0 * gbs(r->own_ms) / *copy)});
+                     r->own.empty() ? "" : absl::StrFormat("%.1f", 100.0 * gbs(r->own_ms) / *copy),
+                     absl::StrFormat("%.1f", 100.0 * gbs(*read) / *copy)});
       nlohmann::json row = {{"gemm", s.name}, {"m", m}, {"n", s.n}, {"k", s.k},
                             {"out", s.out == GemmDType::kF32 ? "f32" : "bf16"},
                             {"candidates", r->candidates}, {"rejected", r->rejected},
@@ -237,11 +293,13 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
                             {"best", r->best}, {"best_origin", origin_of(r->best)},
                             {"tflops", tflops}, {"gb_s", gbs(r->best_ms)},
                             {"fraction_of_copy", gbs(r->best_ms) / *copy},
-                            {"default_gb_s", gbs(r->default_ms)}};
+                            {"default_gb_s", gbs(r->default_ms)}, {"read_ms", *read},
+                            {"read_fraction_of_copy", gbs(*read) / *copy}};
       if (!r->own.empty()) {
         row["own"] = r->own;
         row["own_ms"] = r->own_ms;
         row["own_fraction_of_copy"] = gbs(r->own_ms) / *copy;
+        for (const auto& [name, ms] : r->own_rough) row["own_rough_ms"][name] = ms;
       }
       rows.push_back(row);
       std::fprintf(stderr, "%s M=%ld: default %.4f ms, best %.4f ms (%s)\n", s.name, long(m),

@@ -31,7 +31,7 @@ constexpr char kUsage[] =
     "      --devices LIST          split the model over these devices, in order (0,1 or all)\n"
     "      --device-map MAP        auto, balanced, balanced_low_0, sequential, or prefix=device,...\n"
     "      --max-memory CAPS       per-device memory caps, e.g. 0=20GiB,1=20GiB\n"
-    "      --micro-batches N       parts a step flows through the devices in (default 1)\n"
+    "      --micro-batches N       parts a large step flows through the devices in (default 2)\n"
     "      --decode-graphs auto|off  replay decode steps as recorded GPU graphs (default auto)\n"
     "      --threads N             CPU threads (default: every core)\n";
 
@@ -97,7 +97,7 @@ int run_command(int argc, char** argv) {
   }
   options.device_map = args->get("device-map", "auto");
   options.max_memory = args->get("max-memory");
-  auto micro_batches = args->get_int("micro-batches", 1);
+  auto micro_batches = args->get_int("micro-batches", 2);
   if (!micro_batches.ok()) return fail(micro_batches.status());
   options.execution.micro_batches = static_cast<int32_t>(*micro_batches);
   if (const std::string graphs = args->get("decode-graphs", "auto"); graphs == "off") {

@@ -21,6 +21,7 @@ struct SmallMName {
 constexpr SmallMName kSmallMNames[] = {{SmallMKernel::kMmaRows16, "mma16"},
                                        {SmallMKernel::kMmaRows32, "mma32"},
                                        {SmallMKernel::kMmaRows64, "mma64"},
+                                       {SmallMKernel::kLineRows16, "line16"},
                                        {SmallMKernel::kFma, "fma"}};
 
 std::string smallm_name(std::string_view token, int splits) {

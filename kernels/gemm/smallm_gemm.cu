@@ -7,6 +7,13 @@
 // physical 8t, 8t+2), the last two pairs those of a second one. A and B agree on the
 // permutation, so the products are those of the true GEMM, with no shared-memory staging and
 // no ldmatrix.
+//
+// That layout loads 64 bytes of each of 8 rows per warp instruction: half lines, which device
+// memory serves more slowly than whole ones. Reading o's 34 MB that way alone (no MMAs) reached
+// 80% of an H100's copy bandwidth, with whole lines (256 bytes of 2 rows per instruction) 84%,
+// down's 117 MB 79% and 98% (2026-11-23). smallm_line_kernel loads whole lines and moves the
+// 16-byte pieces to their fragment lanes with two butterfly exchanges between lanes and
+// registers (shuffles).
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/gemm/smallm_gemm.h"
 
@@ -18,6 +25,10 @@ namespace tessera::gpu {
 
 namespace {
 
+// The element type of x and w (and of out unless fp32) is named here, in store() and in
+// mma_chunk's MMA: what a second element type changes.
+using Elem = gpu_bf16;
+
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;
 constexpr int kMaxSplits = 16;
@@ -25,8 +36,9 @@ constexpr int kMaxSplits = 16;
 // registers and spilled (CUDA 13.0, sm_90a); the hint gives them up to 128.
 constexpr int kMinBlocks = 2;
 // Split ranges are whole multiples of every kernel's k per step (8 warps x 32 for the mma
-// kernels; lanes x 8, up to 512 with 64-lane wavefronts, for the FMA kernel), so that no split
-// ends inside another's step. Splits that start past k are empty: their partials are zeros.
+// kernels, x 128 for the line kernel; lanes x 8, up to 512 with 64-lane wavefronts, for the FMA
+// kernel), so that no split ends inside another's step. Splits that start past k are empty:
+// their partials are zeros.
 constexpr int64_t kSplitAlign = 512;
 
 __device__ __forceinline__ void store(void* out, bool out_f32, int64_t i, float v) {
@@ -51,7 +63,7 @@ __device__ __forceinline__ void store_result(void* out, bool out_f32, float* par
 #if defined(TESSERA_CUDA)
 
 // w is read exactly once: keep it out of L1 so that x (re-read by every CTA) stays there.
-__device__ __forceinline__ uint4 load_once(const gpu_bf16* p) {
+__device__ __forceinline__ uint4 load_once(const Elem* p) {
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -59,76 +71,30 @@ __device__ __forceinline__ uint4 load_once(const gpu_bf16* p) {
   return v;
 }
 
-// kRowTiles 16-row tiles of w per CTA (every warp works on all of them, over its share of k);
-// kUnroll 32-wide k chunks in flight per warp. More rows per CTA re-read x (through L1/L2) less
-// often per byte of w, which counts at m > 8, where x is as wide as a 16-row tile of w.
-template <int kRowTiles, int kUnroll>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
-    smallm_mma_kernel(const gpu_bf16* __restrict__ x, const gpu_bf16* __restrict__ w,
-                      void* __restrict__ out, bool out_f32, float* __restrict__ partial,
-                      int32_t m, int32_t n, int32_t k, int32_t k_per_split) {
-  constexpr int kRows = 16 * kRowTiles;
-  constexpr int kStep = kWarps * 32;       // k the CTA's warps cover per chunk
-  // Each warp's partial sums, token-major so that the final pass reads and writes rows in order.
-  __shared__ float partial_sums[kWarps][kSmallMMaxTokens][kRows];
+// One 32-wide k chunk of a 16-row tile of w (the fragment trick above): a_g / a_g8 are the lane's
+// 16 bytes of rows g and g + 8, b[0] / b[1] those of tokens g and g + 8 (b[1] only used at m > 8).
+__device__ __forceinline__ void mma_chunk(float (&acc)[2][4], const uint4& a_g, const uint4& a_g8,
+                                          const uint4 (&b)[2], bool two_token_tiles) {
+  const uint32_t lo[4] = {a_g.x, a_g8.x, a_g.y, a_g8.y};
+  const uint32_t hi[4] = {a_g.z, a_g8.z, a_g.w, a_g8.w};
+  sm80::mma_bf16_16816(acc[0], lo, b[0].x, b[0].y);
+  sm80::mma_bf16_16816(acc[0], hi, b[0].z, b[0].w);
+  if (two_token_tiles) {
+    sm80::mma_bf16_16816(acc[1], lo, b[1].x, b[1].y);
+    sm80::mma_bf16_16816(acc[1], hi, b[1].z, b[1].w);
+  }
+}
 
+// Partial sums of a CTA's kRows rows, one set per warp, then their sum stored: the epilogue of
+// the mma and line kernels. acc[r] is the fragment of row tile r.
+template <int kRowTiles>
+__device__ __forceinline__ void store_rows(float (&partial_sums)[kWarps][kSmallMMaxTokens][16 * kRowTiles],
+                                           const float (&acc)[kRowTiles][2][4], int64_t row0,
+                                           void* out, bool out_f32, float* partial, int32_t m,
+                                           int32_t n) {
+  constexpr int kRows = 16 * kRowTiles;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, t = lane % 4;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
-  const int32_t k_begin = static_cast<int32_t>(blockIdx.y) * k_per_split;
-  const int32_t k_end = min(k, k_begin + k_per_split);
-  const bool two_token_tiles = m > 8;
-
-  const gpu_bf16* w_row[kRowTiles][2];
-  bool w_ok[kRowTiles][2];
-#pragma unroll
-  for (int r = 0; r < kRowTiles; ++r) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = row0 + r * 16 + h * 8 + g;
-      w_ok[r][h] = row < n;
-      w_row[r][h] = w + (w_ok[r][h] ? row : 0) * k;
-    }
-  }
-  const gpu_bf16* x_row[2] = {x + static_cast<int64_t>(min(g, m - 1)) * k,
-                              x + static_cast<int64_t>(min(g + 8, m - 1)) * k};
-  const bool x_ok[2] = {g < m, two_token_tiles && g + 8 < m};
-
-  float acc[kRowTiles][2][4] = {};
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  // The loop bound is the same for every lane of the warp (mma.sync needs the whole warp).
-  for (int32_t base = k_begin + warp * 32; base < k_end; base += kStep * kUnroll) {
-    uint4 a[kUnroll][kRowTiles][2], b[kUnroll][2];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int32_t kk = base + u * kStep + t * 8;
-      const bool in = kk < k_end;
-#pragma unroll
-      for (int r = 0; r < kRowTiles; ++r) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) a[u][r][h] = in && w_ok[r][h] ? load_once(w_row[r][h] + kk) : zero;
-      }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        b[u][nt] = in && x_ok[nt] ? __ldg(reinterpret_cast<const uint4*>(x_row[nt] + kk)) : zero;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-      for (int r = 0; r < kRowTiles; ++r) {
-        const uint32_t lo[4] = {a[u][r][0].x, a[u][r][1].x, a[u][r][0].y, a[u][r][1].y};
-        const uint32_t hi[4] = {a[u][r][0].z, a[u][r][1].z, a[u][r][0].w, a[u][r][1].w};
-        sm80::mma_bf16_16816(acc[r][0], lo, b[u][0].x, b[u][0].y);
-        sm80::mma_bf16_16816(acc[r][0], hi, b[u][0].z, b[u][0].w);
-        if (two_token_tiles) {
-          sm80::mma_bf16_16816(acc[r][1], lo, b[u][1].x, b[u][1].y);
-          sm80::mma_bf16_16816(acc[r][1], hi, b[u][1].z, b[u][1].w);
-        }
-      }
-    }
-  }
-
   // Accumulator fragment: c0, c1 at (row g, tokens 2t, 2t+1), c2, c3 at row g + 8.
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r) {
@@ -153,6 +119,162 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
+// kRowTiles 16-row tiles of w per CTA (every warp works on all of them, over its share of k);
+// kUnroll 32-wide k chunks in flight per warp. More rows per CTA re-read x (through L1/L2) less
+// often per byte of w, which counts at m > 8, where x is as wide as a 16-row tile of w.
+template <int kRowTiles, int kUnroll>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    smallm_mma_kernel(const Elem* __restrict__ x, const Elem* __restrict__ w,
+                      void* __restrict__ out, bool out_f32, float* __restrict__ partial,
+                      int32_t m, int32_t n, int32_t k, int32_t k_per_split) {
+  constexpr int kRows = 16 * kRowTiles;
+  constexpr int kStep = kWarps * 32;       // k the CTA's warps cover per chunk
+  // Each warp's partial sums, token-major so that the final pass reads and writes rows in order.
+  __shared__ float partial_sums[kWarps][kSmallMMaxTokens][kRows];
+
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int32_t k_begin = static_cast<int32_t>(blockIdx.y) * k_per_split;
+  const int32_t k_end = min(k, k_begin + k_per_split);
+  const bool two_token_tiles = m > 8;
+
+  const Elem* w_row[kRowTiles][2];
+  bool w_ok[kRowTiles][2];
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = row0 + r * 16 + h * 8 + g;
+      w_ok[r][h] = row < n;
+      w_row[r][h] = w + (w_ok[r][h] ? row : 0) * k;
+    }
+  }
+  const Elem* x_row[2] = {x + static_cast<int64_t>(min(g, m - 1)) * k,
+                          x + static_cast<int64_t>(min(g + 8, m - 1)) * k};
+  const bool x_ok[2] = {g < m, two_token_tiles && g + 8 < m};
+
+  float acc[kRowTiles][2][4] = {};
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  // The loop bound is the same for every lane of the warp (mma.sync needs the whole warp).
+  for (int32_t base = k_begin + warp * 32; base < k_end; base += kStep * kUnroll) {
+    uint4 a[kUnroll][kRowTiles][2], b[kUnroll][2];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int32_t kk = base + u * kStep + t * 8;
+      const bool in = kk < k_end;
+#pragma unroll
+      for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) a[u][r][h] = in && w_ok[r][h] ? load_once(w_row[r][h] + kk) : zero;
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        b[u][nt] = in && x_ok[nt] ? __ldg(reinterpret_cast<const uint4*>(x_row[nt] + kk)) : zero;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int r = 0; r < kRowTiles; ++r) mma_chunk(acc[r], a[u][r][0], a[u][r][1], b[u], two_token_tiles);
+    }
+  }
+
+  store_rows<kRowTiles>(partial_sums, acc, row0, out, out_f32, partial, m, n);
+}
+
+// Swaps the roles of lane bit kLaneBit and register bit kRegBit over v[8]: the element of lane
+// bit value a in register bit value b moves to lane bit b, register bit a (one butterfly stage of
+// a transpose between lanes and registers: 16 shuffles).
+template <int kLaneBit, int kRegBit>
+__device__ __forceinline__ void exchange(uint4 (&v)[8], int lane) {
+  const bool upper = (lane >> kLaneBit) & 1;
+#pragma unroll
+  for (int lo = 0; lo < 8; ++lo) {
+    if (lo & (1 << kRegBit)) continue;
+    constexpr int kStride = 1 << kRegBit;
+    const int hi = lo + kStride;
+    const uint4 send = upper ? v[lo] : v[hi];
+    uint4 got;
+    got.x = shfl_xor(send.x, 1 << kLaneBit);
+    got.y = shfl_xor(send.y, 1 << kLaneBit);
+    got.z = shfl_xor(send.z, 1 << kLaneBit);
+    got.w = shfl_xor(send.w, 1 << kLaneBit);
+    if (upper) {
+      v[lo] = got;
+    } else {
+      v[hi] = got;
+    }
+  }
+}
+
+// One 16-row tile of w per CTA, as smallm_mma_kernel<1, 4>, with whole-line loads. A warp step
+// covers the tile's 16 rows x 128 columns (the CTA's 8 warps take consecutive steps, so a CTA
+// iteration covers 1024 columns as the mma kernel's does): load j of lane l reads 16 bytes of row
+// 2j + l.bit2 at column 32 * l.bits3-4 + 8 * l.bits0-1 -- 2 rows x 256 contiguous bytes per
+// instruction. Lane bits 0-1 already are the fragment's t and bit 2 is g's low bit; exchanging
+// lane bits 3, 4 with register bits 0, 1 leaves lane (g, t) holding rows g + 8h at column
+// 32c + 8t in v[c + 4h], the fragments of the step's four 32-wide chunks.
+// Each step's loads wait for the previous step's exchanges and MMAs (no registers are left for a
+// second step in flight at two CTAs per SM). On an H100 that made the kernel 1.65 us slower than
+// its loads alone on o (k = 4096: 4 steps per warp; the mma kernel: 0.4 us), which the faster
+// stream earns back on long rows and many rows (gate_up, down, lm_head) but not on qkv and o.
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    smallm_line_kernel(const Elem* __restrict__ x, const Elem* __restrict__ w,
+                       void* __restrict__ out, bool out_f32, float* __restrict__ partial,
+                       int32_t m, int32_t n, int32_t k, int32_t k_per_split) {
+  constexpr int kStepK = 128;
+  constexpr int kIterationK = kStepK * kWarps;
+  __shared__ float partial_sums[kWarps][kSmallMMaxTokens][16];
+
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const int32_t k_begin = static_cast<int32_t>(blockIdx.y) * k_per_split;
+  const int32_t k_end = min(k, k_begin + k_per_split);
+  const bool two_token_tiles = m > 8;
+
+  // This lane's loads: rows 2j + (lane bit 2), column offset 32 * (lane bits 3-4) + 8t.
+  const int32_t load_col = 32 * (lane >> 3) + 8 * t;
+  const Elem* w_row[8];
+  bool w_ok[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int64_t row = row0 + 2 * j + ((lane >> 2) & 1);
+    w_ok[j] = row < n;
+    w_row[j] = w + (w_ok[j] ? row : 0) * k + load_col;
+  }
+  const Elem* x_row[2] = {x + static_cast<int64_t>(min(g, m - 1)) * k,
+                          x + static_cast<int64_t>(min(g + 8, m - 1)) * k};
+  const bool x_ok[2] = {g < m, two_token_tiles && g + 8 < m};
+
+  float acc[1][2][4] = {};
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  const int32_t iterations = k_end > k_begin ? (k_end - k_begin + kIterationK - 1) / kIterationK : 0;
+  for (int32_t it = 0; it < iterations; ++it) {
+    const int32_t kb = k_begin + it * kIterationK + warp * kStepK;
+    if (kb >= k_end) continue;  // the whole warp: the shuffles and MMAs below need every lane
+    uint4 v[8], b[4][2];
+    const bool w_in = kb + load_col < k_end;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = w_in && w_ok[j] ? load_once(w_row[j] + kb) : zero;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int32_t kk = kb + 32 * c + 8 * t;
+      const bool in = kk < k_end;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        b[c][nt] = in && x_ok[nt] ? __ldg(reinterpret_cast<const uint4*>(x_row[nt] + kk)) : zero;
+      }
+    }
+    exchange<3, 0>(v, lane);
+    exchange<4, 1>(v, lane);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) mma_chunk(acc[0], v[c], v[c + 4], b[c], two_token_tiles);
+  }
+  store_rows<1>(partial_sums, acc, row0, out, out_f32, partial, m, n);
+}
+
 #endif  // TESSERA_CUDA
 
 constexpr int kFmaRows = 2;  // rows of w per warp
@@ -163,7 +285,7 @@ __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
 }
 
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    smallm_fma_kernel(const gpu_bf16* __restrict__ x, const gpu_bf16* __restrict__ w,
+    smallm_fma_kernel(const Elem* __restrict__ x, const Elem* __restrict__ w,
                       void* __restrict__ out, bool out_f32, float* __restrict__ partial,
                       int32_t m, int32_t n, int32_t k, int32_t k_per_split) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
@@ -269,6 +391,10 @@ gpuError_t smallm_linear(SmallMKernel kernel, int splits, const gpu_bf16* x, con
     case SmallMKernel::kMmaRows64:
       smallm_mma_kernel<4, 2><<<dim3(static_cast<unsigned>(ceil_div(n, 64)), splits), kThreads,
                                 0, stream>>>(x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      break;
+    case SmallMKernel::kLineRows16:
+      smallm_line_kernel<<<dim3(static_cast<unsigned>(ceil_div(n, 16)), splits), kThreads, 0,
+                           stream>>>(x, w, out, out_f32, workspace, mi, ni, ki, kps);
       break;
 #endif
     case SmallMKernel::kFma:

@@ -6,6 +6,10 @@
 //   kMmaRows16 / 32 / 64  (CUDA) each warp streams 16, 32 or 64 rows of w straight from global
 //            memory into mma.sync m16n8k16 fragments (rows of w as the 16-row side, tokens as
 //            n8); the warps of a CTA split the CTA's k range and sum through shared memory.
+//   kLineRows16 (CUDA) the 16-row mma kernel with whole-line loads (each warp instruction 256
+//            contiguous bytes of 2 rows instead of 64 bytes of 8), the fragments put together by
+//            lane shuffles: faster where rows are long or there are many of them (gate_up, down,
+//            lm_head), slower on qkv and o (see smallm_gemm.cu).
 //   kFma     (both vendors) each warp computes two rows of w for every token with fp32 FMAs
 //            and a butterfly sum: the portable fallback, and a candidate of its own.
 //
@@ -22,9 +26,15 @@ namespace tessera::gpu {
 
 inline constexpr int64_t kSmallMMaxTokens = 16;
 
-enum class SmallMKernel { kMmaRows16, kMmaRows32, kMmaRows64, kFma };
+enum class SmallMKernel {
+  kMmaRows16,
+  kMmaRows32,
+  kMmaRows64,
+  kFma,
+  kLineRows16,
+};
 
-// Whether `kernel` is built for this vendor (the mma kernels are CUDA PTX).
+// Whether `kernel` is built for this vendor (the mma and line kernels are CUDA PTX).
 bool smallm_kernel_available(SmallMKernel kernel);
 // 1 <= m <= kSmallMMaxTokens, n >= 1, k a positive multiple of 8 (rows of 16-byte vectors). The
 // caller also needs x and w 16-byte aligned.

@@ -39,6 +39,8 @@ class ForwardModel {
   // Steps run through recorded decode graphs so far (0 for a model that has none). Read on the
   // thread that runs the steps.
   virtual int64_t graph_steps() const { return 0; }
+  // Steps split into micro-batches through a split model's stages so far; same thread.
+  virtual int64_t micro_batched_steps() const { return 0; }
 };
 
 inline absl::Status ForwardModel::forward_sampled(const StepBatch&, const KvCache&,

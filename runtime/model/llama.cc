@@ -51,9 +51,10 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource&
         "max_batch_tokens (", limits.max_batch_tokens, ") and max_logit_rows (",
         limits.max_logit_rows, ") must be positive"));
   }
-  if (execution.micro_batches < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("micro_batches: ", execution.micro_batches, " is not a positive count"));
+  if (execution.micro_batches < 1 || execution.min_micro_batch_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro_batches (", execution.micro_batches, ") and min_micro_batch_tokens (",
+        execution.min_micro_batch_tokens, ") must be positive counts"));
   }
   if (execution.gemm_buckets) TESSERA_RETURN_IF_ERROR(execution.gemm_buckets->validate());
   if (config.vocab_size > kMaxSamplingVocab) {
@@ -71,12 +72,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const WeightSource&
     TESSERA_RETURN_IF_ERROR(
         model->allocate_activations(model->stages_[s], cap, s + 1 == model->stages_.size()));
   }
-  // Graphs run where asked and every stage records them, and never for steps split into parts.
+  // Graphs run where asked and every stage records them.
   const DecodeGraphs graphs = model->execution_.decode_graphs;
-  const bool split_steps = model->stages_.size() > 1 && model->execution_.micro_batches > 1;
   const bool recorded = std::all_of(model->stages_.begin(), model->stages_.end(),
                                     [](const Stage& st) { return st.segment.backend->records_graphs(); });
-  if (!split_steps && (graphs == DecodeGraphs::kAlways || (graphs == DecodeGraphs::kAuto && recorded))) {
+  if (graphs == DecodeGraphs::kAlways || (graphs == DecodeGraphs::kAuto && recorded)) {
     // The largest bucket whose padded step fits the activations.
     model->graph_buckets_ = *padding_buckets(model->execution_);
     for (int64_t b : model->graph_buckets_.decode) {
@@ -306,8 +306,9 @@ absl::Status LlamaModel::run_step(const StepBatch& batch, const KvCache& cache,
   absl::Status status;
   if (runs_as_graph(batch)) {
     status = run_graph_step(batch, cache);
-  } else if (stages_.size() > 1 && execution_.micro_batches > 1) {
-    split_step_batch(batch, execution_.micro_batches, &parts_);
+  } else if (const int32_t parts = micro_batches(batch); parts > 1) {
+    split_step_batch(batch, parts, &parts_);
+    ++micro_batched_steps_;
     for (const StepBatchPart& part : parts_) {
       const int64_t m = gemm_rows(part.batch);
       for (size_t s = 0; s < stages_.size(); ++s) {
@@ -338,6 +339,11 @@ absl::Status LlamaModel::run_step(const StepBatch& batch, const KvCache& cache,
     b.copy_to_host(output.logits.data(), logits.data, logits.nbytes());
   }
   return b.synchronize();
+}
+
+int32_t LlamaModel::micro_batches(const StepBatch& batch) const {
+  if (stages_.size() < 2) return 1;
+  return std::min(execution_.micro_batches, batch.num_tokens() / execution_.min_micro_batch_tokens);
 }
 
 bool LlamaModel::runs_as_graph(const StepBatch& batch) const {

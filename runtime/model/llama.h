@@ -4,7 +4,7 @@
 //
 // Split over devices, the layers run as a pipeline of stages (runtime/layer_segment.h): each
 // stage has its own activations; between stages only the residual stream travels (completed
-// with the stage's last MLP output first). With micro-batches the step's sequences are split so
+// with the stage's last MLP output first). With micro-batches a large step's tokens are split so
 // that the stages work concurrently on different parts (on devices that queue work
 // asynchronously; the CPU backend runs them one after the other).
 #pragma once
@@ -35,9 +35,12 @@ enum class DecodeGraphs {
 };
 
 struct ExecutionOptions {
-  // Parts each step is split into when the model spans several stages (1 = no split). A step
-  // split into parts runs without graphs.
-  int32_t micro_batches = 1;
+  // Parts a step is split into when the model spans several stages (1 = no split), each of at
+  // least min_micro_batch_tokens tokens: a part only pays when it keeps the GEMMs compute-bound
+  // (on a memory-bound step every part reads all the weights again), so decode steps, which run
+  // as graphs, are never split. A step split into parts runs without graphs.
+  int32_t micro_batches = 2;
+  int32_t min_micro_batch_tokens = 256;
   // Decode-only steps of at most the largest decode bucket are padded to their bucket and run as
   // graphs (the buckets of gemm_buckets when set, else TokenBuckets' defaults).
   DecodeGraphs decode_graphs = DecodeGraphs::kAuto;
@@ -84,6 +87,7 @@ class LlamaModel final : public ForwardModel {
                                std::span<const SamplingRow> rows,
                                std::span<int32_t> tokens) override;
   int64_t graph_steps() const override { return graph_steps_; }
+  int64_t micro_batched_steps() const override { return micro_batched_steps_; }
 
  private:
   struct Layer {
@@ -140,6 +144,9 @@ class LlamaModel final : public ForwardModel {
   int64_t gemm_rows(const StepBatch& part) const;
   // Whether `batch` runs as graphs (decode only, within the largest graph bucket).
   bool runs_as_graph(const StepBatch& batch) const;
+  // Parts `batch` runs in: 1 on one stage, else up to micro_batches of at least
+  // min_micro_batch_tokens each.
+  int32_t micro_batches(const StepBatch& batch) const;
   // Queues the padded step through each stage's recorded graph.
   absl::Status run_graph_step(const StepBatch& batch, const KvCache& cache);
   // Stage `s` > 0 receives the residual stream rows [first_token, first_token + n) from s - 1.
@@ -167,6 +174,7 @@ class LlamaModel final : public ForwardModel {
   int64_t largest_graph_bucket_ = 0;   // 0: decode steps run without graphs
   StepBatch graph_batch_;             // the current graph step, padded (reused)
   int64_t graph_steps_ = 0;           // steps run_graph_step completed
+  int64_t micro_batched_steps_ = 0;   // steps run as several parts
   Tensor sampled_;  // [logit rows] int32 on the last stage: the backend's sample op writes here
 };
 

@@ -109,6 +109,12 @@ TesseraMetrics::TesseraMetrics()
                        .Help("Engine steps run through recorded decode graphs (decode_graphs).")
                        .Register(registry_)
                        .Add({})),
+      micro_batched_steps_(BuildCounter()
+                               .Name("tessera_micro_batched_steps_total")
+                               .Help("Engine steps split into micro-batches through the devices "
+                                     "of a split model (micro_batches).")
+                               .Register(registry_)
+                               .Add({})),
       kv_blocks_used_(BuildGauge()
                           .Name("tessera_kv_cache_used_blocks")
                           .Help("KV cache blocks in use, per device.")
@@ -235,6 +241,7 @@ void TesseraMetrics::set_engine_stats(const EngineStats* stats, std::string kv_d
     prompt_tokens_seen_ = 0;
     generation_tokens_seen_ = 0;
     graph_steps_seen_ = 0;
+    micro_batched_steps_seen_ = 0;
   }
   if (kv_used_child_ != nullptr) kv_blocks_used_.Remove(kv_used_child_);
   if (kv_total_child_ != nullptr) kv_blocks_total_.Remove(kv_total_child_);
@@ -334,6 +341,8 @@ void TesseraMetrics::collect_locked() {
   follow(generation_tokens_, stats_->generation_tokens_total.load(std::memory_order_relaxed),
          generation_tokens_seen_);
   follow(graph_steps_, stats_->graph_steps_total.load(std::memory_order_relaxed), graph_steps_seen_);
+  follow(micro_batched_steps_, stats_->micro_batched_steps_total.load(std::memory_order_relaxed),
+         micro_batched_steps_seen_);
 }
 
 void TesseraMetrics::collect() {

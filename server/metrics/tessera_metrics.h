@@ -109,6 +109,7 @@ class TesseraMetrics final : public EngineObserver {
   metrics::Histogram& step_duration_;
   metrics::Counter& preemptions_;
   metrics::Counter& graph_steps_;
+  metrics::Counter& micro_batched_steps_;
 
   // KV cache and devices.
   metrics::Family<metrics::Gauge>& kv_blocks_used_;
@@ -141,6 +142,7 @@ class TesseraMetrics final : public EngineObserver {
   int64_t prompt_tokens_seen_ = 0;      // stats_->prompt_tokens_total already counted
   int64_t generation_tokens_seen_ = 0;  // stats_->generation_tokens_total already counted
   int64_t graph_steps_seen_ = 0;        // stats_->graph_steps_total already counted
+  int64_t micro_batched_steps_seen_ = 0;  // stats_->micro_batched_steps_total already counted
   metrics::Gauge* model_info_child_ = nullptr;
   const ModelTuning* tuning_ = nullptr;
   GemmTuningCounters tuning_seen_;  // tuning_'s totals already counted

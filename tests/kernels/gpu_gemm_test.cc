@@ -301,7 +301,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GpuSmallMGemmTest, ::testing::Values(DType::kBF
                          dtype_param_name);
 
 TEST_P(GpuSmallMGemmTest, SmallMKernelsMatchCpuReference) {
-  // n and k off every tile (16/32 rows, 256/1024-wide k steps, 512-wide split ranges).
+  // n and k off every tile (16/32 rows, 128/256/1024-wide k steps, 512-wide split ranges).
   const std::vector<std::pair<int64_t, int64_t>> nk = {{77, 264}, {1000, 1000}, {301, 4104}};
   for (int64_t m : {1, 3, 8, 16}) {
     for (auto [n, k] : nk) {
@@ -310,6 +310,11 @@ TEST_P(GpuSmallMGemmTest, SmallMKernelsMatchCpuReference) {
         const std::vector<float> want = reference(o.shape, o.x, o.w);
         const std::vector<std::string> own = names_of(o.shape, CandidateOrigin::kOwn);
         EXPECT_GE(own.size(), 4u) << "m=" << m << " n=" << n << " k=" << k;
+#if defined(TESSERA_CUDA)
+        for (const char* name : {"tessera_smallm_line16_splitk1", "tessera_smallm_line16_splitk8"}) {
+          EXPECT_NE(std::find(own.begin(), own.end(), name), own.end()) << name;
+        }
+#endif
         for (const std::string& name : own) {
           auto s = gemm_->resolve(o.shape, name);
           ASSERT_TRUE(s.ok()) << s.status();

@@ -323,14 +323,20 @@ std::vector<AttnCase> attention_cases() {
   // a split or a page.
   const std::vector<std::pair<int32_t, int32_t>> decode = {{1000, 1}, {517, 1}, {1, 1}, {255, 1},
                                                            {3999, 1}};
-  // Prefill: several 128-query tiles (300), a chunk after 200 cached tokens, a 3-token prompt.
-  const std::vector<std::pair<int32_t, int32_t>> prefill = {{0, 300}, {200, 77}, {0, 3}, {0, 129}};
+  // Prefill: several 128-query tiles (300), a chunk after 200 cached tokens, a 3-token prompt,
+  // and a chunk of several query tiles after 100 cached tokens (key tiles offset from the query
+  // tiles; on H100 each CTA takes two query tiles at up to 1024 queries).
+  const std::vector<std::pair<int32_t, int32_t>> prefill = {{0, 300}, {200, 77}, {0, 3}, {0, 129},
+                                                            {100, 400}};
+  // Longer prefill: over 1024 queries (H100: one query tile per CTA), chunked and not.
+  const std::vector<std::pair<int32_t, int32_t>> long_prefill = {{0, 1100}, {300, 1030}, {0, 5}};
   std::vector<AttnCase> cases;
   for (int32_t d : {64, 128}) {
     for (auto [h, kv] : std::vector<std::pair<int32_t, int32_t>>{{8, 8}, {16, 4}, {32, 4}, {24, 8}}) {
       cases.push_back({d, h, kv, mixed, "mixed"});
       cases.push_back({d, h, kv, decode, "decode"});
       cases.push_back({d, h, kv, prefill, "prefill"});
+      cases.push_back({d, h, kv, long_prefill, "long-prefill"});
     }
   }
   // Head dims and GQA groups the fast kernels leave to the generic kernel.

@@ -10,7 +10,8 @@
 //   TESSERA_BACKEND=auto|cpu|gpu picks the backend (default auto: a GPU when one is visible).
 //   TESSERA_DTYPE=bfloat16|float16 (or bf16|fp16) is the GPU compute dtype, as tesserad's dtype.
 //   TESSERA_DEVICES=0,1 (or all), TESSERA_DEVICE_MAP and TESSERA_MAX_MEMORY split the model as
-//   tesserad's devices / device_map / max_memory keys do.
+//   tesserad's devices / device_map / max_memory keys do; TESSERA_MICRO_BATCHES=N splits steps of
+//   at least N x 256 tokens into N micro-batches (the micro_batches key).
 //   A PROMPT written "ids:1,2,3" is those token ids, not text (models without a real tokenizer).
 #include <algorithm>
 #include <chrono>
@@ -75,6 +76,11 @@ int main(int argc, char** argv) {
   }
   if (const char* map = std::getenv("TESSERA_DEVICE_MAP"); map != nullptr) options.device_map = map;
   if (const char* caps = std::getenv("TESSERA_MAX_MEMORY"); caps != nullptr) options.max_memory = caps;
+  if (const char* parts = std::getenv("TESSERA_MICRO_BATCHES"); parts != nullptr) {
+    if (!absl::SimpleAtoi(parts, &options.execution.micro_batches)) {
+      return fail(std::string("TESSERA_MICRO_BATCHES: not an integer: ") + parts);
+    }
+  }
   options.engine.max_num_seqs = 1;
   options.limits.max_logit_rows = kMaxForced;
   options.kv_cache_bytes = 256 << 20;

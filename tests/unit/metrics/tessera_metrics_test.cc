@@ -73,6 +73,7 @@ TEST(TesseraMetricsTest, EngineEventsAndScrapeTimeStats) {
   stats.prompt_tokens_total = 100;
   stats.generation_tokens_total = 50;
   stats.graph_steps_total = 40;
+  stats.micro_batched_steps_total = 7;
   m.set_engine_stats(&stats);
   feed_workload(m);
 
@@ -91,6 +92,7 @@ TEST(TesseraMetricsTest, EngineEventsAndScrapeTimeStats) {
   EXPECT_EQ(sample(s, "tessera_generation_tokens_total"), 50);
   EXPECT_EQ(sample(s, "tessera_num_preemptions_total"), 1);
   EXPECT_EQ(sample(s, "tessera_decode_graph_steps_total"), 40);
+  EXPECT_EQ(sample(s, "tessera_micro_batched_steps_total"), 7);
   EXPECT_EQ(sample(s, "tessera_time_to_first_token_seconds_count"), 1);
   EXPECT_EQ(sample(s, "tessera_time_to_first_token_seconds_bucket{le=\"0.1\"}"), 0);
   EXPECT_EQ(sample(s, "tessera_time_to_first_token_seconds_bucket{le=\"0.25\"}"), 1);
@@ -112,8 +114,10 @@ TEST(TesseraMetricsTest, EngineEventsAndScrapeTimeStats) {
   stats.prompt_tokens_total = 150;
   stats.generation_tokens_total = 80;
   stats.graph_steps_total = 45;
+  stats.micro_batched_steps_total = 9;
   s = exposition_samples(m.serialize());
   EXPECT_EQ(sample(s, "tessera_decode_graph_steps_total"), 45);
+  EXPECT_EQ(sample(s, "tessera_micro_batched_steps_total"), 9);
   EXPECT_EQ(sample(s, "tessera_num_requests_running"), 0);
   EXPECT_EQ(sample(s, "tessera_kv_cache_usage_ratio{device=\"cpu\"}"), 0);
   EXPECT_EQ(sample(s, "tessera_prompt_tokens_total"), 150);

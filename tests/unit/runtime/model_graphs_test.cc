@@ -80,15 +80,22 @@ TEST_F(ModelGraphs, SplitOverTwoDevices) {
   EXPECT_EQ(generate(*graphed, prompts, 8), generate(*direct, prompts, 8));
 }
 
-TEST_F(ModelGraphs, StepsSplitIntoMicroBatchesRunWithoutGraphs) {
+TEST_F(ModelGraphs, MicroBatchesSplitPrefillStepsAndGraphsRunDecodeSteps) {
+  // With micro-batches of at least 8 tokens, the prompts' steps are split and the 2-token decode
+  // steps run whole, as graphs.
   InstanceOptions o = options(DecodeGraphs::kAlways);
   o.backend.devices = {0, 1};
   o.execution.micro_batches = 2;
+  o.execution.min_micro_batch_tokens = 8;
   auto m = load(o);
+  auto direct = load(options(DecodeGraphs::kOff));
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->model().largest_graph_bucket(), 0);
-  generate(*m, {kPrompts[0], kPrompts[1]}, 4);
-  EXPECT_EQ(m->model().graph_steps(), 0);
+  ASSERT_NE(direct, nullptr);
+  EXPECT_EQ(m->model().largest_graph_bucket(), 8);
+  const std::vector<std::string> prompts = {kPrompts[0], kPrompts[1]};
+  EXPECT_EQ(generate(*m, prompts, 6), generate(*direct, prompts, 6));
+  EXPECT_GT(m->model().micro_batched_steps(), 0);
+  EXPECT_GE(m->model().graph_steps(), 5);
 }
 
 }  // namespace

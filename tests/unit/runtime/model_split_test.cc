@@ -75,15 +75,33 @@ TEST_F(ModelSplit, ExplicitMap) {
 }
 
 TEST_F(ModelSplit, MicroBatchesThroughTheStages) {
-  // Three prompts decode together: each step's batch is split into parts that flow through the
-  // two stages one after the other; chunked prefill (16 tokens a step) splits too.
+  // Three prompts decode together: each step's batch is split into parts of tokens that flow
+  // through the two stages one after the other; chunked prefill (16 tokens a step) is cut inside
+  // a sequence's chunk too, whose later part reads the earlier part's K/V from the cache.
   for (int32_t parts : {2, 3}) {
     InstanceOptions o = small_options(16);
     o.backend.devices = {0, 1};
     o.execution.micro_batches = parts;
+    o.execution.min_micro_batch_tokens = 1;
     SCOPED_TRACE(parts);
-    expect_same_tokens(o, {15, 15});
+    auto m = load(o);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(generate(*m, kPrompts, 10), *baseline_);
+    EXPECT_GT(m->model().micro_batched_steps(), 0);
+    EXPECT_EQ(m->engine().stats().micro_batched_steps_total.load(), m->model().micro_batched_steps());
   }
+}
+
+TEST_F(ModelSplit, StepsBelowTheMicroBatchMinimumRunWhole) {
+  // Parts of fewer than min_micro_batch_tokens would each read every weight for little work: a
+  // 16-token step with the default minimum (256) is never split.
+  InstanceOptions o = small_options(16);
+  o.backend.devices = {0, 1};
+  o.execution.micro_batches = 2;
+  auto m = load(o);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(generate(*m, kPrompts, 10), *baseline_);
+  EXPECT_EQ(m->model().micro_batched_steps(), 0);
 }
 
 TEST_F(ModelSplit, GemmPaddingToBuckets) {
@@ -91,6 +109,7 @@ TEST_F(ModelSplit, GemmPaddingToBuckets) {
   InstanceOptions o = small_options(16);
   o.backend.devices = {0, 1};
   o.execution.micro_batches = 2;
+  o.execution.min_micro_batch_tokens = 1;
   o.execution.gemm_buckets = TokenBuckets{{1, 2, 4, 8}, 8};
   expect_same_tokens(o, {15, 15});
 }
