@@ -160,20 +160,46 @@ inline constexpr int kWarpSize = 32;
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
+// Two packed bf16 (low half first, as in memory) to floats; plain bit moves, the same on both
+// vendors.
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+
+// The 16 bits of a bf16 or fp16 value.
+template <typename T>
+__device__ __forceinline__ uint32_t bits_of(T v) {
+  return *reinterpret_cast<const uint16_t*>(&v);
+}
+
 // The element types of GPU tensors: kernels are templates over exactly gpu_bf16 and gpu_f16 and
-// compute in fp32; Element<T> converts one element. The two types round differently (bf16: 8
-// significant bits, fp32's range; fp16: 11 bits, largest finite 65504), both to nearest even.
+// compute in fp32; Element<T> converts one element, or a packed pair (two elements in 32 bits,
+// the low one first, as in memory and in MMA fragments). The two types round differently (bf16:
+// 8 significant bits, fp32's range; fp16: 11 bits, largest finite 65504), both to nearest even.
 template <typename T>
 struct Element;
 template <>
 struct Element<gpu_bf16> {
   __device__ __forceinline__ static float to_float(gpu_bf16 v) { return __bfloat162float(v); }
   __device__ __forceinline__ static gpu_bf16 from_float(float v) { return __float2bfloat16(v); }
+  __device__ __forceinline__ static float lo(uint32_t pair) { return bf16_lo(pair); }
+  __device__ __forceinline__ static float hi(uint32_t pair) { return bf16_hi(pair); }
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    return bits_of(from_float(lo)) | (bits_of(from_float(hi)) << 16);
+  }
 };
 template <>
 struct Element<gpu_f16> {
   __device__ __forceinline__ static float to_float(gpu_f16 v) { return __half2float(v); }
   __device__ __forceinline__ static gpu_f16 from_float(float v) { return __float2half_rn(v); }
+  __device__ __forceinline__ static float lo(uint32_t pair) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(pair & 0xffffu)));
+  }
+  __device__ __forceinline__ static float hi(uint32_t pair) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(pair >> 16)));
+  }
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    return bits_of(from_float(lo)) | (bits_of(from_float(hi)) << 16);
+  }
 };
 template <typename T>
 __device__ __forceinline__ float to_float(T v) {
@@ -186,17 +212,6 @@ __device__ __forceinline__ T from_float(float v) {
 // Expands X(T) once per element type: the explicit instantiations of a kernel family's
 // launchers, so that every family is built for the same two types and no others.
 #define TESSERA_FOR_EACH_ELEMENT_TYPE(X) X(gpu_bf16) X(gpu_f16)
-
-// Two packed bf16 (low half first, as in memory) to floats; plain bit moves, the same on both
-// vendors.
-__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-// Two floats to packed bf16 (round to nearest even), low half first.
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const gpu_bf16 l = __float2bfloat16(lo), h = __float2bfloat16(hi);
-  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&l)) |
-         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&h)) << 16);
-}
 
 // Butterfly shuffle within a warp, all lanes active.
 template <typename T>

@@ -470,34 +470,25 @@ void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
   record(gemm_->run(solution, shape, x.data, w.data, out.data, stream_));
 }
 
-bool GpuBackend::attention_kernels_take_dtype(const char* op) {
-  if (dtype_ == DType::kBF16) return true;
-  record(absl::UnimplementedError(str_cat(name_, ": ", op,
-                                          ": the attention kernels are bf16 only; ",
-                                          dtype_name(dtype_), " attention is not built yet")));
-  return false;
-}
-
 void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
                                 const KvLayerView& cache) {
-  if (!attention_kernels_take_dtype("rope_and_cache") ||
-      !check_dtype(qkv, dtype_, "rope_and_cache", "qkv") ||
+  if (!check_dtype(qkv, dtype_, "rope_and_cache", "qkv") ||
       !check_dtype(inv_freq, DType::kF32, "rope_and_cache", "inv_freq") ||
       !check_dtype(cache.k, dtype_, "rope_and_cache", "k cache") ||
       !check_dtype(cache.v, dtype_, "rope_and_cache", "v cache")) {
     return;
   }
-  record(GPU_STATUS(gpu::rope_and_cache(elements<gpu_bf16>(qkv), inv_freq.as<float>(), step_,
-                                        shape.num_heads, shape.num_kv_heads, shape.head_dim,
-                                        shape.rope_style == RopeStyle::kInterleaved,
-                                        elements<gpu_bf16>(cache.k), elements<gpu_bf16>(cache.v),
-                                        stream_)));
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::rope_and_cache(elements<T>(qkv), inv_freq.as<float>(), step_, shape.num_heads,
+                               shape.num_kv_heads, shape.head_dim,
+                               shape.rope_style == RopeStyle::kInterleaved, elements<T>(cache.k),
+                               elements<T>(cache.v), stream_);
+  })));
 }
 
 void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
                            float scale, const Tensor& out) {
-  if (!attention_kernels_take_dtype("attention") ||
-      !check_dtype(qkv, dtype_, "attention", "qkv") ||
+  if (!check_dtype(qkv, dtype_, "attention", "qkv") ||
       !check_dtype(cache.k, dtype_, "attention", "k cache") ||
       !check_dtype(out, dtype_, "attention", "out")) {
     return;
@@ -507,22 +498,20 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
                                               " exceeds ", gpu::kMaxHeadDim)));
     return;
   }
-  const gpu_bf16* q = elements<gpu_bf16>(qkv);
-  const gpu_bf16* k = elements<gpu_bf16>(cache.k);
-  const gpu_bf16* v = elements<gpu_bf16>(cache.v);
-  gpu_bf16* o = elements<gpu_bf16>(out);
   const int32_t bs = cache.block_size(), h = shape.num_heads, kvh = shape.num_kv_heads,
                 d = shape.head_dim;
   // Decode sequences go to the split-KV kernel when it takes this shape; prefill sequences to the
   // tensor-core kernel when both take it, else everything left to the generic kernel.
   const bool fast_decode = kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
-  if (fast_decode && gpu::prefill_kernel_supported(d)) {
-    record(GPU_STATUS(gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale, /*causal=*/true,
-                                             o, stream_)));
-  } else {
-    record(GPU_STATUS(gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale,
-                                             /*skip_decode=*/fast_decode, o, stream_)));
-  }
+  const bool fast_prefill = fast_decode && gpu::prefill_kernel_supported(d);
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    const T *q = elements<T>(qkv), *k = elements<T>(cache.k), *v = elements<T>(cache.v);
+    return fast_prefill ? gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale,
+                                                 /*causal=*/true, elements<T>(out), stream_)
+                        : gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale,
+                                                 /*skip_decode=*/fast_decode, elements<T>(out),
+                                                 stream_);
+  })));
   if (!fast_decode || step_.num_decode_seqs == 0) return;
   const gpu::DecodeSplits splits = gpu::plan_decode_splits(step_.num_decode_seqs, kvh,
                                                            step_.max_decode_context, multiprocessors_);
@@ -533,8 +522,11 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
       return;
     }
   }
-  record(GPU_STATUS(gpu::attention_decode(q, k, v, bs, step_, h, kvh, d, scale, splits, decode_part_,
-                                          decode_part_ + parts * d, o, stream_)));
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::attention_decode(elements<T>(qkv), elements<T>(cache.k), elements<T>(cache.v), bs,
+                                 step_, h, kvh, d, scale, splits, decode_part_,
+                                 decode_part_ + parts * d, elements<T>(out), stream_);
+  })));
 }
 
 absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {

@@ -81,9 +81,6 @@ class GpuBackend final : public Backend {
   // Keeps the first error; later ones are dropped (they usually follow from it).
   void record(absl::Status s);
   bool check_dtype(const Tensor& t, DType want, const char* op, const char* what);
-  // The attention kernels (RoPE + cache write, prefill, decode) are built for bf16 only: false,
-  // recording Unimplemented naming `op`, when the compute dtype is another.
-  bool attention_kernels_take_dtype(const char* op);
   // Host fp32 -> device `dst` (fp32, bf16 or fp16) through the pinned staging and f32 scratch
   // buffers.
   absl::Status upload(const float* src, int64_t n, const Tensor& dst);

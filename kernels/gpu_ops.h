@@ -57,28 +57,31 @@ gpuError_t gather_rows(const T* x, int64_t hidden, const int32_t* rows, int64_t 
                        gpuStream_t stream);
 
 // RoPE on q and k (pairs (i, i + d/2), or (2i, 2i + 1) when `interleaved`), then k and v to the
-// cache at the step's slots (slot < 0: padding, not written).
-gpuError_t rope_and_cache(gpu_bf16* qkv, const float* inv_freq, const DeviceStep& step,
+// cache at the step's slots (slot < 0: padding, not written). The attention launchers below, like
+// the elementwise ones, are built for T = gpu_bf16 and gpu_f16.
+template <typename T>
+gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
                           int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                          bool interleaved, gpu_bf16* k_cache, gpu_bf16* v_cache,
-                          gpuStream_t stream);
+                          bool interleaved, T* k_cache, T* v_cache, gpuStream_t stream);
 
 // Attention. The fast kernels cover head_dim 64 and 128 (prefill: CUDA only; decode: GQA groups
 // up to kMaxDecodeGroup); the generic kernel covers every head_dim up to kMaxHeadDim on both
 // vendors, and with skip_decode leaves single-token sequences to the decode kernel.
 inline constexpr int kMaxHeadDim = 256;
 inline constexpr int kMaxDecodeGroup = 8;
-gpuError_t attention_generic(const gpu_bf16* qkv, const gpu_bf16* k_cache,
-                             const gpu_bf16* v_cache, int32_t block_size, const DeviceStep& step,
-                             int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                             float scale, bool skip_decode, gpu_bf16* out, gpuStream_t stream);
+template <typename T>
+gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                             const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                             int32_t head_dim, float scale, bool skip_decode, T* out,
+                             gpuStream_t stream);
 
 // attention_prefill.cu: the prefill sequences of the step (causal = false only for benchmarks).
 bool prefill_kernel_supported(int32_t head_dim);
-gpuError_t attention_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                             int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                             int32_t num_kv_heads, int32_t head_dim, float scale, bool causal,
-                             gpu_bf16* out, gpuStream_t stream);
+template <typename T>
+gpuError_t attention_prefill(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                             const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                             int32_t head_dim, float scale, bool causal, T* out,
+                             gpuStream_t stream);
 
 // attention_decode.cu: the decode sequences of the step, split-KV. part_acc holds
 // num_decode_seqs * num_heads * num_splits * head_dim floats, part_ml twice
@@ -91,11 +94,11 @@ inline constexpr int kMaxDecodeSplits = 128;
 DecodeSplits plan_decode_splits(int32_t num_decode_seqs, int32_t num_kv_heads,
                                 int32_t max_context, int32_t multiprocessors);
 bool decode_kernel_supported(int32_t head_dim, int32_t group);
-gpuError_t attention_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                            int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                            int32_t num_kv_heads, int32_t head_dim, float scale,
-                            const DecodeSplits& splits, float* part_acc, float* part_ml,
-                            gpu_bf16* out, gpuStream_t stream);
+template <typename T>
+gpuError_t attention_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                            const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                            int32_t head_dim, float scale, const DecodeSplits& splits,
+                            float* part_acc, float* part_ml, T* out, gpuStream_t stream);
 
 // sampling.cu: tokens[r] = the token of logits row r ([n_rows, vocab] fp32) under rows[r], by
 // the math of runtime/sampling_math.h; one CTA per row. `rows` is host memory: the launcher

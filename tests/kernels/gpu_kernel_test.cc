@@ -2,9 +2,7 @@
 // through LlamaModel on both, in each GPU compute dtype (bf16 and fp16). Inputs are random (never
 // zeros) and exactly representable in the GPU's dtype, so that both backends see the same values;
 // GPU outputs are poisoned (NaN) before each op so that an unwritten element cannot pass. Errors
-// are relative L2 norms, thresholds per dtype. The attention ops (and the model, which needs
-// them) run in bf16 only: the attention kernels are not built for fp16 yet, and a test checks that
-// an fp16 backend refuses them. Every test skips when no GPU is visible.
+// are relative L2 norms, thresholds per dtype. Every test skips when no GPU is visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,19 +30,20 @@
 namespace tessera {
 namespace {
 
-// Relative error thresholds of one compute dtype. bf16 keeps 8 significant bits (one rounding is
-// up to 2^-9 relative), fp16 11 (2^-12): the fp16 thresholds are the bf16 ones over 8, except
-// the end-to-end logits' (over 5: chained roundings through a few layers, less margin needed).
+// Error thresholds of one compute dtype. bf16 keeps 8 significant bits (one rounding is up to
+// 2^-9 relative), fp16 11 (2^-12): the fp16 thresholds are the bf16 ones over 8, except the end
+// to end ones (over 5: roundings chained through a few layers, kept with more margin).
 struct Tolerances {
-  double op;         // elementwise ops, norms, GEMMs with 16-bit output
-  double attention;  // attention outputs
-  double f32_out;    // GEMMs with fp32 output (the logits)
-  double logits;     // a whole model's logits, end to end
+  double op;          // relative: elementwise ops, norms, GEMMs with 16-bit output
+  double attention;   // relative: attention outputs
+  double f32_out;     // relative: GEMMs with fp32 output (the logits)
+  double logits;      // relative: a whole model's logits, end to end
+  float greedy_tie;   // a greedy token may differ from the CPU's only below this top-2 margin
 };
 
 Tolerances tolerances(DType dtype) {
-  if (dtype == DType::kF16) return {1.25e-3, 2.5e-3, 2.5e-4, 1e-2};
-  return {1e-2, 2e-2, 2e-3, 5e-2};
+  if (dtype == DType::kF16) return {1.25e-3, 2.5e-3, 2.5e-4, 1e-2, 0.01f};
+  return {1e-2, 2e-2, 2e-3, 5e-2, 0.05f};
 }
 
 // x rounded to the GPU's 16-bit `dtype` (to nearest even); fp32 stays as it is.
@@ -161,13 +160,6 @@ class GpuKernelTest : public ::testing::TestWithParam<DType> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuKernelTest, ::testing::Values(DType::kBF16, DType::kF16),
-                         dtype_param_name);
-
-// The tests that need the attention kernels (RoPE + cache write, attention, whole models): bf16
-// only until those kernels are built for fp16.
-class GpuAttentionKernelTest : public GpuKernelTest {};
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, GpuAttentionKernelTest, ::testing::Values(DType::kBF16),
                          dtype_param_name);
 
 // A step of several sequences, each {tokens already cached, new tokens}, over shuffled blocks.
@@ -369,7 +361,7 @@ AttnInputs GpuKernelTest::attention_inputs(const AttnCase& c, float k_max) {
   return in;
 }
 
-TEST_P(GpuAttentionKernelTest, RopeAndCache) {
+TEST_P(GpuKernelTest, RopeAndCache) {
   for (const RopeStyle style : {RopeStyle::kRotateHalf, RopeStyle::kInterleaved}) {
     const char* style_name = style == RopeStyle::kInterleaved ? "interleaved" : "rotate_half";
     for (const AttnCase& c : attention_cases()) {
@@ -391,7 +383,7 @@ TEST_P(GpuAttentionKernelTest, RopeAndCache) {
   }
 }
 
-TEST_P(GpuAttentionKernelTest, Attention) {
+TEST_P(GpuKernelTest, Attention) {
   for (const AttnCase& c : attention_cases()) {
     AttnInputs in = attention_inputs(c, 2.0f);
     const AttentionShape shape = in.shape;
@@ -421,34 +413,6 @@ TEST_P(GpuKernelTest, ErrorsAreStatuses) {
   const absl::Status s = gpu_->synchronize();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_TRUE(gpu_->synchronize().ok());
-}
-
-// The attention kernels are built for bf16 only: an fp16 backend refuses RoPE + cache write and
-// attention with a status naming the op and the dtype, and writes nothing (rather than running
-// bf16 kernels over fp16 data).
-class GpuFloat16AttentionTest : public GpuKernelTest {};
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFloat16AttentionTest, ::testing::Values(DType::kF16),
-                         dtype_param_name);
-
-TEST_P(GpuFloat16AttentionTest, IsRefusedNamingTheOpAndDtype) {
-  const AttnCase c{64, 8, 8, {{0, 5}, {3, 1}}, "refused"};
-  AttnInputs in = attention_inputs(c, 1.0f);
-  Pair freq = make({c.head_dim / 2}, DType::kF32);
-  set(freq, inv_freq(c.head_dim));
-  Pair out = make({in.batch.num_tokens(), static_cast<int64_t>(c.num_heads) * c.head_dim});
-  poison(out);
-  const KvLayerView cache{in.k.g, in.v.g};
-  gpu_->rope_and_cache(in.qkv.g, freq.g, in.shape, cache);
-  const absl::Status rope = gpu_->synchronize();
-  EXPECT_EQ(rope.code(), absl::StatusCode::kUnimplemented) << rope;
-  EXPECT_NE(rope.message().find("rope_and_cache"), std::string_view::npos) << rope;
-  EXPECT_NE(rope.message().find("F16"), std::string_view::npos) << rope;
-  gpu_->attention(in.qkv.g, cache, in.shape, 0.125f, out.g);
-  const absl::Status attn = gpu_->synchronize();
-  EXPECT_EQ(attn.code(), absl::StatusCode::kUnimplemented) << attn;
-  EXPECT_NE(attn.message().find("attention"), std::string_view::npos) << attn;
-  for (float v : gpu_values(out)) ASSERT_TRUE(std::isnan(v)) << "attention wrote its output";
 }
 
 // --- end to end: a random-weight Llama on both backends ---------------------------------------
@@ -545,7 +509,7 @@ class RandomLlama final : public WeightSource {
   std::mt19937 rng_{42};
 };
 
-TEST_P(GpuAttentionKernelTest, LlamaEndToEndMatchesCpu) {
+TEST_P(GpuKernelTest, LlamaEndToEndMatchesCpu) {
   RandomLlama weights(dtype_);
   const ForwardLimits limits{64, 4};
   auto cpu_model = LlamaModel::load(weights, cpu_, limits);
@@ -610,9 +574,10 @@ TEST_P(GpuAttentionKernelTest, LlamaEndToEndMatchesCpu) {
       const float margin = sorted[0] - sorted[1];
       if (cpu_best != gpu_best) {
         ++mismatches;
-        if (margin < 0.05f) ++near_ties;
-        EXPECT_LT(margin, 0.05f) << "greedy token differs at step " << step << " seq " << s
-                                 << " although the CPU's top-2 margin is " << margin;
+        if (margin < tol_.greedy_tie) ++near_ties;
+        EXPECT_LT(margin, tol_.greedy_tie)
+            << "greedy token differs at step " << step << " seq " << s
+            << " although the CPU's top-2 margin is " << margin;
       }
       tokens[s].push_back(static_cast<int32_t>(cpu_best));
     }
@@ -622,7 +587,7 @@ TEST_P(GpuAttentionKernelTest, LlamaEndToEndMatchesCpu) {
               dtype_label(), worst, mismatches, near_ties);
 }
 
-TEST_P(GpuAttentionKernelTest, DecodeGraphsMatchDirectSteps) {
+TEST_P(GpuKernelTest, DecodeGraphsMatchDirectSteps) {
   // The same weights twice on this GPU: one model launches every op, the other replays decode
   // steps as graphs. Decode steps cycle over three sets of sequences (buckets 8, 4 and 1), so each
   // graph runs directly once, is recorded, then replayed with new positions, slots and tables.
