@@ -32,7 +32,10 @@ namespace {
 
 // Error thresholds of one compute dtype. bf16 keeps 8 significant bits (one rounding is up to
 // 2^-9 relative), fp16 11 (2^-12): the fp16 thresholds are the bf16 ones over 8, except the end
-// to end ones (over 5: roundings chained through a few layers, kept with more margin).
+// to end ones. The model's logits error over 5 (the CPU with every activation rounded to the
+// dtype puts this model at 2.8e-2 in bf16 and 3.1e-3 in fp16, max |error| 0.26 and 0.028);
+// the greedy tie over 2 (the smallest top-2 margin of the CPU's fp16-weight run is 0.0195,
+// within reach of fp16's largest errors).
 struct Tolerances {
   double op;          // relative: elementwise ops, norms, GEMMs with 16-bit output
   double attention;   // relative: attention outputs
@@ -42,7 +45,7 @@ struct Tolerances {
 };
 
 Tolerances tolerances(DType dtype) {
-  if (dtype == DType::kF16) return {1.25e-3, 2.5e-3, 2.5e-4, 1e-2, 0.01f};
+  if (dtype == DType::kF16) return {1.25e-3, 2.5e-3, 2.5e-4, 1e-2, 0.025f};
   return {1e-2, 2e-2, 2e-3, 5e-2, 0.05f};
 }
 
