@@ -19,43 +19,45 @@ constexpr int kPerLane = (kMaxHeadDim + kWarpSize - 1) / kWarpSize;
 // grid (n_tokens, n_heads + 2 * n_kv_heads), block head_dim / 2: rotates q and k heads in place,
 // then writes k and v heads to the cache slot of the token (slots < 0 are padding: skipped).
 // Dimension pair i of a head is (i, i + half), or (2i, 2i + 1) when `interleaved`.
-__global__ void rope_and_cache_kernel(gpu_bf16* qkv, const float* inv_freq, DeviceStep step,
+template <typename T>
+__global__ void rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep step,
                                       int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                                      bool interleaved, gpu_bf16* k_cache, gpu_bf16* v_cache) {
+                                      bool interleaved, T* k_cache, T* v_cache) {
   const int64_t t = blockIdx.x;
   const int32_t h = blockIdx.y;
   const int32_t half = head_dim / 2;
   const int64_t width = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * head_dim;
-  gpu_bf16* head = qkv + t * width + static_cast<int64_t>(h) * head_dim;
+  T* head = qkv + t * width + static_cast<int64_t>(h) * head_dim;
   const int64_t slot = step.slot_mapping[t];
   const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * head_dim;
   for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
     const int32_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
-    float x0 = __bfloat162float(head[i0]), x1 = __bfloat162float(head[i1]);
+    float x0 = to_float(head[i0]), x1 = to_float(head[i1]);
     if (h < num_heads + num_kv_heads) {
       float s, c;
       sincosf(static_cast<float>(step.positions[t]) * inv_freq[i], &s, &c);
       const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
-      head[i0] = __float2bfloat16(r0);
-      head[i1] = __float2bfloat16(r1);
+      head[i0] = from_float<T>(r0);
+      head[i1] = from_float<T>(r1);
       x0 = r0;
       x1 = r1;
     }
     if (h >= num_heads && slot >= 0) {
       const bool is_v = h >= num_heads + num_kv_heads;
       const int32_t kv_head = h - num_heads - (is_v ? num_kv_heads : 0);
-      gpu_bf16* dst = (is_v ? v_cache : k_cache) + slot * kv_row + static_cast<int64_t>(kv_head) * head_dim;
-      dst[i0] = __float2bfloat16(x0);
-      dst[i1] = __float2bfloat16(x1);
+      T* dst = (is_v ? v_cache : k_cache) + slot * kv_row + static_cast<int64_t>(kv_head) * head_dim;
+      dst[i0] = from_float<T>(x0);
+      dst[i1] = from_float<T>(x1);
     }
   }
 }
 
 // grid (n_tokens, n_heads), block kAttnWarps warps.
-__global__ void attention_kernel(const gpu_bf16* qkv, const gpu_bf16* k_cache,
-                                 const gpu_bf16* v_cache, int32_t block_size, DeviceStep step,
-                                 int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                                 float scale, bool skip_decode, gpu_bf16* out) {
+template <typename T>
+__global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cache,
+                                 int32_t block_size, DeviceStep step, int32_t num_heads,
+                                 int32_t num_kv_heads, int32_t head_dim, float scale,
+                                 bool skip_decode, T* out) {
   __shared__ float q_s[kMaxHeadDim];
   __shared__ float m_s[kAttnWarps], l_s[kAttnWarps];
   __shared__ float acc_s[kAttnWarps][kMaxHeadDim];
@@ -71,8 +73,8 @@ __global__ void attention_kernel(const gpu_bf16* qkv, const gpu_bf16* k_cache,
   const int32_t n_keys = step.positions[t] + 1;  // causal by position
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
 
-  const gpu_bf16* q = qkv + t * width + static_cast<int64_t>(h) * head_dim;
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) q_s[i] = __bfloat162float(q[i]) * scale;
+  const T* q = qkv + t * width + static_cast<int64_t>(h) * head_dim;
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) q_s[i] = to_float(q[i]) * scale;
   __syncthreads();
 
   float m = -FLT_MAX, l = 0.0f;
@@ -87,7 +89,7 @@ __global__ void attention_kernel(const gpu_bf16* qkv, const gpu_bf16* k_cache,
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int i = lane + k * kWarpSize;
-      if (i < head_dim) dot += q_s[i] * __bfloat162float(k_cache[base + i]);
+      if (i < head_dim) dot += q_s[i] * to_float(k_cache[base + i]);
     }
     for (int s = kWarpSize / 2; s > 0; s >>= 1) dot += shfl_xor(dot, s);
     const float m_new = fmaxf(m, dot);
@@ -96,7 +98,7 @@ __global__ void attention_kernel(const gpu_bf16* qkv, const gpu_bf16* k_cache,
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int i = lane + k * kWarpSize;
-      const float v = i < head_dim ? __bfloat162float(v_cache[base + i]) : 0.0f;
+      const float v = i < head_dim ? to_float(v_cache[base + i]) : 0.0f;
       acc[k] = acc[k] * alpha + p * v;
     }
     m = m_new;
@@ -121,20 +123,20 @@ __global__ void attention_kernel(const gpu_bf16* qkv, const gpu_bf16* k_cache,
     weight[w] = l_s[w] > 0.0f ? __expf(m_s[w] - m_all) : 0.0f;
     denom += l_s[w] * weight[w];
   }
-  gpu_bf16* o = out + t * static_cast<int64_t>(num_heads) * head_dim + static_cast<int64_t>(h) * head_dim;
+  T* o = out + t * static_cast<int64_t>(num_heads) * head_dim + static_cast<int64_t>(h) * head_dim;
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
     float sum = 0.0f;
     for (int w = 0; w < kAttnWarps; ++w) sum += acc_s[w][i] * weight[w];
-    o[i] = __float2bfloat16(sum / denom);
+    o[i] = from_float<T>(sum / denom);
   }
 }
 
 }  // namespace
 
-gpuError_t rope_and_cache(gpu_bf16* qkv, const float* inv_freq, const DeviceStep& step,
+template <typename T>
+gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
                           int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                          bool interleaved, gpu_bf16* k_cache, gpu_bf16* v_cache,
-                          gpuStream_t stream) {
+                          bool interleaved, T* k_cache, T* v_cache, gpuStream_t stream) {
   if (step.num_tokens <= 0) return gpuSuccess;
   const dim3 grid(static_cast<unsigned>(step.num_tokens),
                   static_cast<unsigned>(num_heads + 2 * num_kv_heads));
@@ -144,10 +146,11 @@ gpuError_t rope_and_cache(gpu_bf16* qkv, const float* inv_freq, const DeviceStep
   return gpuGetLastError();
 }
 
-gpuError_t attention_generic(const gpu_bf16* qkv, const gpu_bf16* k_cache,
-                             const gpu_bf16* v_cache, int32_t block_size, const DeviceStep& step,
-                             int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                             float scale, bool skip_decode, gpu_bf16* out, gpuStream_t stream) {
+template <typename T>
+gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                             const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                             int32_t head_dim, float scale, bool skip_decode, T* out,
+                             gpuStream_t stream) {
   if (step.num_tokens <= 0) return gpuSuccess;
   if (head_dim > kMaxHeadDim || num_kv_heads <= 0 || num_heads % num_kv_heads != 0) {
     return gpuErrorInvalidValue;
@@ -158,5 +161,13 @@ gpuError_t attention_generic(const gpu_bf16* qkv, const gpu_bf16* k_cache,
       skip_decode, out);
   return gpuGetLastError();
 }
+
+#define TESSERA_ATTENTION_LAUNCHERS(T)                                                           \
+  template gpuError_t rope_and_cache(T*, const float*, const DeviceStep&, int32_t, int32_t,       \
+                                     int32_t, bool, T*, T*, gpuStream_t);                         \
+  template gpuError_t attention_generic(const T*, const T*, const T*, int32_t, const DeviceStep&, \
+                                        int32_t, int32_t, int32_t, float, bool, T*, gpuStream_t);
+TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_ATTENTION_LAUNCHERS)
+#undef TESSERA_ATTENTION_LAUNCHERS
 
 }  // namespace tessera::gpu

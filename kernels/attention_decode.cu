@@ -8,7 +8,7 @@
 //
 // CUDA: tensor cores. 4 warps; tiles of 64 keys (16 per warp) are gathered from the pages into
 // swizzled shared memory by cp.async, kStages tiles in flight per CTA; S = Q K^T and O += P V
-// are bf16 m16n8k16 MMAs with the group's query heads as the A rows (rows past the group are
+// are m16n8k16 MMAs of the element type with the group's query heads as the A rows (rows past the group are
 // zero), fp32 accumulation, online softmax per warp in registers, the warps merged at the end.
 // HIP: the SIMT kernel (the MFMA version is not written yet): lanes work in groups of
 // head_dim / 8, one key per group at a time, 16-byte loads, four keys in flight per group;
@@ -35,15 +35,16 @@ constexpr int kMinSplitKeys = 64;
 constexpr int kMinSplitKeys = 256;
 #endif
 
-// Output of one CTA's merged (max, sum, acc) for head h: the final bf16 row when the split is the
-// only one, else the split's partial.
+// Output of one CTA's merged (max, sum, acc) for head h: the final row (of T) when the split is
+// the only one, else the split's partial.
+template <typename T>
 __device__ __forceinline__ void write_result(int64_t tok, int dseq, int h, int d, int split,
                                              int num_splits, int num_heads, int D, float mx,
                                              float sum, float a, float* __restrict__ part_acc,
                                              float* __restrict__ part_ml,
-                                             gpu_bf16* __restrict__ out) {
+                                             T* __restrict__ out) {
   if (num_splits == 1) {
-    out[tok * num_heads * D + static_cast<int64_t>(h) * D + d] = __float2bfloat16(a / sum);
+    out[tok * num_heads * D + static_cast<int64_t>(h) * D + d] = from_float<T>(a / sum);
   } else {
     const int64_t part = (static_cast<int64_t>(dseq) * num_heads + h) * num_splits + split;
     part_acc[part * D + d] = a;
@@ -63,20 +64,20 @@ constexpr int kMmaThreads = kMmaWarps * kWarpSize;
 constexpr int kStages = 3;
 
 
-template <int D>
+template <typename T, int D>
 __global__ void __launch_bounds__(kMmaThreads)
-    decode_mma_kernel(const gpu_bf16* __restrict__ qkv, const gpu_bf16* __restrict__ k_cache,
-                      const gpu_bf16* __restrict__ v_cache, int32_t block_size, DeviceStep step,
+    decode_mma_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
+                      const T* __restrict__ v_cache, int32_t block_size, DeviceStep step,
                       int32_t num_heads, int32_t num_kv_heads, float scale_log2,
                       int32_t keys_per_split, float* __restrict__ part_acc,
-                      float* __restrict__ part_ml, gpu_bf16* __restrict__ out) {
+                      float* __restrict__ part_ml, T* __restrict__ out) {
   constexpr int kChunks = D / 8;                        // 16-byte chunks per key row
   constexpr int kRowsPerPass = kMmaThreads / kChunks;  // key rows one pass of the CTA copies
   constexpr int kTileElems = kTileKeys * D;
   constexpr int kRowStride = D + 8;  // the epilogue's per-(warp, head) rows, padded
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  gpu_bf16* sK = reinterpret_cast<gpu_bf16*>(smem_raw);
-  gpu_bf16* sV = sK + kStages * kTileElems;
+  T* sK = reinterpret_cast<T*>(smem_raw);
+  T* sV = sK + kStages * kTileElems;
 
   const int split = blockIdx.x, num_splits = gridDim.x;
   const int kvh = blockIdx.y;
@@ -109,8 +110,8 @@ __global__ void __launch_bounds__(kMmaThreads)
   auto load_tile = [&](int tile, int stage) {
     const int j0 = k_begin + tile * kTileKeys + lr;
     int blk = j0 / block_size, off = j0 % block_size;
-    gpu_bf16* dk = sK + stage * kTileElems;
-    gpu_bf16* dv = sV + stage * kTileElems;
+    T* dk = sK + stage * kTileElems;
+    T* dv = sV + stage * kTileElems;
 #pragma unroll
     for (int i = 0; i < kTileKeys / kRowsPerPass; ++i) {
       const int r = lr + i * kRowsPerPass;
@@ -137,7 +138,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int64_t qkv_stride = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * D;
   uint32_t qf[D / 16][2];
   {
-    const gpu_bf16* qrow = qkv + tok * qkv_stride + static_cast<int64_t>(kvh * group + g) * D;
+    const T* qrow = qkv + tok * qkv_stride + static_cast<int64_t>(kvh * group + g) * D;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       qf[kk][0] = g < group ? *reinterpret_cast<const uint32_t*>(qrow + kk * 16 + 2 * t) : 0u;
@@ -155,8 +156,8 @@ __global__ void __launch_bounds__(kMmaThreads)
     __syncthreads();  // the tile landed for every thread; every warp is done with tile - 1
     if (tile + kStages - 1 < n_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
     sm80::cp_async_commit();
-    const gpu_bf16* tk = sK + (tile % kStages) * kTileElems;
-    const gpu_bf16* tv = sV + (tile % kStages) * kTileElems;
+    const T* tk = sK + (tile % kStages) * kTileElems;
+    const T* tv = sV + (tile % kStages) * kTileElems;
 
     // S[g][key] for this warp's 16 keys: s[n] holds keys n * 8 + 2t, +1 (rows g; g + 8 unused).
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -165,8 +166,8 @@ __global__ void __launch_bounds__(kMmaThreads)
       uint32_t b[4];
       sm80::ldmatrix_x4(b, tk + sm80::swz<D>(warp * 16 + (mi / 2) * 8 + lane % 8, kk * 2 + mi % 2));
       const uint32_t a[4] = {qf[kk][0], 0u, qf[kk][1], 0u};
-      sm80::mma_bf16_16816(s[0], a, b[0], b[1]);
-      sm80::mma_bf16_16816(s[1], a, b[2], b[3]);
+      sm80::mma_16816<T>(s[0], a, b[0], b[1]);
+      sm80::mma_16816<T>(s[1], a, b[2], b[3]);
     }
     const int key0 = k_begin + tile * kTileKeys + warp * 16 + 2 * t;
     float x[4];
@@ -193,14 +194,14 @@ __global__ void __launch_bounds__(kMmaThreads)
       o[d][0] *= alpha;
       o[d][1] *= alpha;
     }
-    const uint32_t a[4] = {pack_bf16x2(p[0], p[1]), 0u, pack_bf16x2(p[2], p[3]), 0u};
+    const uint32_t a[4] = {Element<T>::pack(p[0], p[1]), 0u, Element<T>::pack(p[2], p[3]), 0u};
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
       uint32_t b[4];
       sm80::ldmatrix_x4_trans(
           b, tv + sm80::swz<D>(warp * 16 + (mi % 2) * 8 + lane % 8, dp * 2 + mi / 2));
-      sm80::mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
-      sm80::mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
+      sm80::mma_16816<T>(o[2 * dp], a, b[0], b[1]);
+      sm80::mma_16816<T>(o[2 * dp + 1], a, b[2], b[3]);
     }
   }
   sm80::cp_async_wait_pending<0>();
@@ -248,13 +249,13 @@ __global__ void __launch_bounds__(kMmaThreads)
 constexpr int kThreads = 128;
 constexpr int kUnroll = 4;  // keys in flight per lane group
 
-template <int D, int kMaxGroup>
+template <typename T, int D, int kMaxGroup>
 __global__ void __launch_bounds__(kThreads)
-    decode_kernel(const gpu_bf16* __restrict__ qkv, const gpu_bf16* __restrict__ k_cache,
-                  const gpu_bf16* __restrict__ v_cache, int32_t block_size, DeviceStep step,
+    decode_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
+                  const T* __restrict__ v_cache, int32_t block_size, DeviceStep step,
                   int32_t num_heads, int32_t num_kv_heads, float scale_log2,
                   int32_t keys_per_split, float* __restrict__ part_acc,
-                  float* __restrict__ part_ml, gpu_bf16* __restrict__ out) {
+                  float* __restrict__ part_ml, T* __restrict__ out) {
   constexpr int kLanes = D / 8;              // lanes per key
   constexpr int kGroups = kThreads / kLanes;  // keys processed side by side
   __shared__ float s_m[kGroups][kMaxGroup], s_l[kGroups][kMaxGroup];
@@ -285,8 +286,8 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      q[g][2 * e] = bf16_lo(w[e]) * scale_log2;
-      q[g][2 * e + 1] = bf16_hi(w[e]) * scale_log2;
+      q[g][2 * e] = Element<T>::lo(w[e]) * scale_log2;
+      q[g][2 * e + 1] = Element<T>::hi(w[e]) * scale_log2;
     }
   }
 
@@ -322,10 +323,10 @@ __global__ void __launch_bounds__(kThreads)
       float kf[8], vf[8];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        kf[2 * e] = bf16_lo(kw[e]);
-        kf[2 * e + 1] = bf16_hi(kw[e]);
-        vf[2 * e] = bf16_lo(vw[e]);
-        vf[2 * e + 1] = bf16_hi(vw[e]);
+        kf[2 * e] = Element<T>::lo(kw[e]);
+        kf[2 * e + 1] = Element<T>::hi(kw[e]);
+        vf[2 * e] = Element<T>::lo(vw[e]);
+        vf[2 * e + 1] = Element<T>::hi(vw[e]);
       }
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) {
@@ -401,11 +402,10 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max, float* s_red
   return v;
 }
 
-template <int D>
+template <typename T, int D>
 __global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
-                   DeviceStep step, int32_t num_heads, int32_t num_splits,
-                   gpu_bf16* __restrict__ out) {
+                   DeviceStep step, int32_t num_heads, int32_t num_splits, T* __restrict__ out) {
   constexpr int kCols = D / 4;                    // threads per accumulator row, 4 dims each
   constexpr int kRows = kCombineThreads / kCols;  // splits summed side by side
   __shared__ float s_w[kCombineThreads];
@@ -451,18 +451,18 @@ __global__ void __launch_bounds__(kCombineThreads)
     }
     const float inv = 1.0f / sum;
     *reinterpret_cast<uint2*>(out + tok * num_heads * D + static_cast<int64_t>(h) * D + 4 * tid) =
-        make_uint2(pack_bf16x2(t.x * inv, t.y * inv), pack_bf16x2(t.z * inv, t.w * inv));
+        make_uint2(Element<T>::pack(t.x * inv, t.y * inv), Element<T>::pack(t.z * inv, t.w * inv));
   }
 }
 
 #if defined(TESSERA_CUDA)
 
-template <int D>
-gpuError_t launch_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                         int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                         int32_t num_kv_heads, float scale, const DecodeSplits& splits,
-                         float* part_acc, float* part_ml, gpu_bf16* out, gpuStream_t stream) {
-  constexpr int kSmem = 2 * kStages * kTileKeys * D * static_cast<int>(sizeof(gpu_bf16));
+template <typename T, int D>
+gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                         const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                         float scale, const DecodeSplits& splits, float* part_acc, float* part_ml,
+                         T* out, gpuStream_t stream) {
+  constexpr int kSmem = 2 * kStages * kTileKeys * D * static_cast<int>(sizeof(T));
   static_assert(kSmem >= (2 + (D + 8)) * kMmaWarps * kMaxDecodeGroup * 4,
                 "the epilogue reuses the tiles' shared memory");
   if constexpr (kSmem > 48 * 1024) {
@@ -473,14 +473,14 @@ gpuError_t launch_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu
     if (err != gpuSuccess) return err;
     const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
     if (bit == 0 || (allowed_on.load(std::memory_order_acquire) & bit) == 0) {
-      err = cudaFuncSetAttribute(decode_mma_kernel<D>,
+      err = cudaFuncSetAttribute(decode_mma_kernel<T, D>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       if (err != gpuSuccess) return err;
       allowed_on.fetch_or(bit, std::memory_order_release);
     }
   }
   const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
-  decode_mma_kernel<D><<<grid, kMmaThreads, kSmem, stream>>>(
+  decode_mma_kernel<T, D><<<grid, kMmaThreads, kSmem, stream>>>(
       qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
       scale * 1.4426950408889634f, splits.keys_per_split, part_acc, part_ml, out);
   return gpuGetLastError();
@@ -488,53 +488,52 @@ gpuError_t launch_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu
 
 #else  // HIP
 
-template <int D, int kMaxGroup>
-gpuError_t launch_simt(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                       int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                       int32_t num_kv_heads, float scale, const DecodeSplits& splits,
-                       float* part_acc, float* part_ml, gpu_bf16* out, gpuStream_t stream) {
+template <typename T, int D, int kMaxGroup>
+gpuError_t launch_simt(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                       const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                       float scale, const DecodeSplits& splits, float* part_acc, float* part_ml,
+                       T* out, gpuStream_t stream) {
   const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
-  decode_kernel<D, kMaxGroup><<<grid, kThreads, 0, stream>>>(
+  decode_kernel<T, D, kMaxGroup><<<grid, kThreads, 0, stream>>>(
       qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
       scale * 1.4426950408889634f, splits.keys_per_split, part_acc, part_ml, out);
   return gpuGetLastError();
 }
 
-template <int D>
-gpuError_t launch_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                         int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                         int32_t num_kv_heads, float scale, const DecodeSplits& splits,
-                         float* part_acc, float* part_ml, gpu_bf16* out, gpuStream_t stream) {
+template <typename T, int D>
+gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                         const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                         float scale, const DecodeSplits& splits, float* part_acc, float* part_ml,
+                         T* out, gpuStream_t stream) {
   const int group = num_heads / num_kv_heads;
   if (group <= 1) {
-    return launch_simt<D, 1>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+    return launch_simt<T, D, 1>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
                              scale, splits, part_acc, part_ml, out, stream);
   }
   if (group <= 2) {
-    return launch_simt<D, 2>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+    return launch_simt<T, D, 2>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
                              scale, splits, part_acc, part_ml, out, stream);
   }
   if (group <= 4) {
-    return launch_simt<D, 4>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+    return launch_simt<T, D, 4>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
                              scale, splits, part_acc, part_ml, out, stream);
   }
-  return launch_simt<D, 8>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+  return launch_simt<T, D, 8>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
                            scale, splits, part_acc, part_ml, out, stream);
 }
 
 #endif  // TESSERA_CUDA
 
-template <int D>
-gpuError_t decode_and_combine(const gpu_bf16* qkv, const gpu_bf16* k_cache,
-                              const gpu_bf16* v_cache, int32_t block_size, const DeviceStep& step,
-                              int32_t num_heads, int32_t num_kv_heads, float scale,
-                              const DecodeSplits& splits, float* part_acc, float* part_ml,
-                              gpu_bf16* out, gpuStream_t stream) {
-  gpuError_t err = launch_decode<D>(qkv, k_cache, v_cache, block_size, step, num_heads,
+template <typename T, int D>
+gpuError_t decode_and_combine(const T* qkv, const T* k_cache, const T* v_cache,
+                              int32_t block_size, const DeviceStep& step, int32_t num_heads,
+                              int32_t num_kv_heads, float scale, const DecodeSplits& splits,
+                              float* part_acc, float* part_ml, T* out, gpuStream_t stream) {
+  gpuError_t err = launch_decode<T, D>(qkv, k_cache, v_cache, block_size, step, num_heads,
                                     num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
   if (err != gpuSuccess || splits.num_splits == 1) return err;
   const dim3 grid(step.num_decode_seqs, num_heads);
-  combine_kernel<D><<<grid, kCombineThreads, 0, stream>>>(part_acc, part_ml, step, num_heads,
+  combine_kernel<T, D><<<grid, kCombineThreads, 0, stream>>>(part_acc, part_ml, step, num_heads,
                                                           splits.num_splits, out);
   return gpuGetLastError();
 }
@@ -572,11 +571,11 @@ DecodeSplits plan_decode_splits(int32_t num_decode_seqs, int32_t num_kv_heads,
   return p;
 }
 
-gpuError_t attention_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                            int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                            int32_t num_kv_heads, int32_t head_dim, float scale,
-                            const DecodeSplits& splits, float* part_acc, float* part_ml,
-                            gpu_bf16* out, gpuStream_t stream) {
+template <typename T>
+gpuError_t attention_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                            const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                            int32_t head_dim, float scale, const DecodeSplits& splits,
+                            float* part_acc, float* part_ml, T* out, gpuStream_t stream) {
   if (step.num_decode_seqs <= 0) return gpuSuccess;
   if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0 || splits.num_splits < 1 ||
       splits.num_splits > kMaxDecodeSplits) {
@@ -585,11 +584,18 @@ gpuError_t attention_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const 
   const int group = num_heads / num_kv_heads;
   if (!decode_kernel_supported(head_dim, group)) return gpuErrorInvalidValue;
   if (head_dim == 64) {
-    return decode_and_combine<64>(qkv, k_cache, v_cache, block_size, step, num_heads,
+    return decode_and_combine<T, 64>(qkv, k_cache, v_cache, block_size, step, num_heads,
                                   num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
   }
-  return decode_and_combine<128>(qkv, k_cache, v_cache, block_size, step, num_heads,
+  return decode_and_combine<T, 128>(qkv, k_cache, v_cache, block_size, step, num_heads,
                                  num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
 }
+
+#define TESSERA_DECODE_LAUNCHER(T)                                                            \
+  template gpuError_t attention_decode(const T*, const T*, const T*, int32_t, const DeviceStep&, \
+                                       int32_t, int32_t, int32_t, float, const DecodeSplits&,    \
+                                       float*, float*, T*, gpuStream_t);
+TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_DECODE_LAUNCHER)
+#undef TESSERA_DECODE_LAUNCHER
 
 }  // namespace tessera::gpu

@@ -1,7 +1,8 @@
 // Prefill attention, FlashAttention-2 style: one CTA per (128-query tile, query head, prefill
 // sequence); 8 warps of 16 query rows each; K/V tiles of 64 keys gathered from the paged cache
 // into swizzled shared memory by cp.async (V of tile j loads while S = Q K^T of tile j runs, K
-// of tile j+1 while P V of tile j runs); bf16 m16n8k16 tensor-core MMAs with fp32 accumulation;
+// of tile j+1 while P V of tile j runs); m16n8k16 tensor-core MMAs of the element type (bf16 or
+// fp16) with fp32 accumulation;
 // online softmax in fp32 registers (exp2 with the scale folded into log2 e). A varlen batch:
 // each sequence's new queries sit at query_start[s]..query_start[s+1] in qkv and at positions
 // context_len - q_len .. context_len - 1, so chunked prefill attends to the chunks before it.
@@ -70,17 +71,17 @@ struct PrefillTile {
   }
 };
 
-template <int D>
+template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
-    prefill_kernel(const gpu_bf16* __restrict__ qkv, const gpu_bf16* __restrict__ k_cache,
-                   const gpu_bf16* __restrict__ v_cache, int32_t block_size, DeviceStep step,
+    prefill_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
+                   const T* __restrict__ v_cache, int32_t block_size, DeviceStep step,
                    int32_t num_heads, int32_t num_kv_heads, float scale_log2, bool causal,
-                   gpu_bf16* __restrict__ out) {
+                   T* __restrict__ out) {
   constexpr int kChunks = D / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  gpu_bf16* sQ = reinterpret_cast<gpu_bf16*>(smem_raw);
-  gpu_bf16* sK = sQ + kBlockM * D;
-  gpu_bf16* sV = sK + kBlockN * D;
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + kBlockM * D;
+  T* sV = sK + kBlockN * D;
 
   // The longest (last) query tiles start first.
   PrefillTile<D, kBlockM, kBlockN> tp;
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(kThreads)
   if (!tp.set_tile(gridDim.x - 1 - blockIdx.x, causal)) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
-  const gpu_bf16* q_base =
+  const T* q_base =
       qkv + static_cast<int64_t>(tp.q_begin + tp.qt * kBlockM) * tp.qkv_stride +
       static_cast<int64_t>(tp.h) * D;
   for (int i = tid; i < kBlockM * kChunks; i += kThreads) {
@@ -98,11 +99,11 @@ __global__ void __launch_bounds__(kThreads)
                       ok ? 16 : 0);
   }
   // Keys past n_keys are zero-filled: their scores are masked, and zeros keep P V finite.
-  auto load_tile = [&](gpu_bf16* dst, const gpu_bf16* cache, int tile) {
+  auto load_tile = [&](T* dst, const T* cache, int tile) {
     for (int i = tid; i < kBlockN * kChunks; i += kThreads) {
       const int r = i / kChunks, c = i % kChunks;
       const int j = tile * kBlockN + r;
-      const gpu_bf16* src = cache;
+      const T* src = cache;
       if (j < tp.n_keys) {
         const int64_t slot =
             static_cast<int64_t>(tp.table[j / block_size]) * block_size + j % block_size;
@@ -145,8 +146,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int np = 0; np < kBlockN / 16; ++np) {
         uint32_t b[4];
         sm80::ldmatrix_x4(b, sK + sm80::swz<D>(np * 16 + (mi / 2) * 8 + lane % 8, kk * 2 + mi % 2));
-        sm80::mma_bf16_16816(s[2 * np], qf[kk], b[0], b[1]);
-        sm80::mma_bf16_16816(s[2 * np + 1], qf[kk], b[2], b[3]);
+        sm80::mma_16816<T>(s[2 * np], qf[kk], b[0], b[1]);
+        sm80::mma_16816<T>(s[2 * np + 1], qf[kk], b[2], b[3]);
       }
     }
 
@@ -208,17 +209,17 @@ __global__ void __launch_bounds__(kThreads)
 
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint32_t a[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]),
-                             pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
-                             pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const uint32_t a[4] = {Element<T>::pack(s[2 * kk][0], s[2 * kk][1]),
+                             Element<T>::pack(s[2 * kk][2], s[2 * kk][3]),
+                             Element<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             Element<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t b[4];
         sm80::ldmatrix_x4_trans(
             b, sV + sm80::swz<D>(kk * 16 + (mi % 2) * 8 + lane % 8, dp * 2 + mi / 2));
-        sm80::mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
-        sm80::mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
+        sm80::mma_16816<T>(o[2 * dp], a, b[0], b[1]);
+        sm80::mma_16816<T>(o[2 * dp + 1], a, b[2], b[3]);
       }
     }
     sm80::cp_async_wait_all();
@@ -231,13 +232,17 @@ __global__ void __launch_bounds__(kThreads)
   l1 += shfl_xor(l1, 2);
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
   const int64_t out_stride = static_cast<int64_t>(num_heads) * D;
-  gpu_bf16* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;
-  gpu_bf16* o1 = o0 + 8 * out_stride;
+  T* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;
+  T* o1 = o0 + 8 * out_stride;
   const bool write0 = row0 < tp.q_len, write1 = row0 + 8 < tp.q_len;
 #pragma unroll
   for (int d = 0; d < D / 8; ++d) {
-    if (write0) *reinterpret_cast<uint32_t*>(o0 + d * 8) = pack_bf16x2(o[d][0] * inv0, o[d][1] * inv0);
-    if (write1) *reinterpret_cast<uint32_t*>(o1 + d * 8) = pack_bf16x2(o[d][2] * inv1, o[d][3] * inv1);
+    if (write0) {
+      *reinterpret_cast<uint32_t*>(o0 + d * 8) = Element<T>::pack(o[d][0] * inv0, o[d][1] * inv0);
+    }
+    if (write1) {
+      *reinterpret_cast<uint32_t*>(o1 + d * 8) = Element<T>::pack(o[d][2] * inv1, o[d][3] * inv1);
+    }
   }
 }
 
@@ -246,7 +251,7 @@ __global__ void __launch_bounds__(kThreads)
 // One CTA per (128-query tile, query head, prefill sequence) as above, but two warpgroups of 64
 // query rows each and 128-key tiles. S = Q K^T runs as wgmma m64n128k16 with both operands read
 // from shared memory (Q and K tiles in the 128-byte-swizzled K-major layout that wgmma's
-// descriptors name); P stays in registers (fp32 S -> bf16, the mma.m16n8k16 A layout per warp)
+// descriptors name); P stays in registers (fp32 S -> T, the mma.m16n8k16 A layout per warp)
 // and O += P V runs as wgmma m64n128k16 (d=64: m64n64k16), V read N-major (transposed) from shared
 // memory. K/V tiles are gathered from the paged cache by cp.async into three stages, each with
 // mbarriers instead of CTA-wide barriers: `full` completes when every thread's copies landed
@@ -271,7 +276,7 @@ constexpr int kThreads = 256;
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TESSERA_PREFILL_SM90 1
 constexpr int kBlockN = 128;  // keys per tile
-constexpr int kRegionBytes = 128 * 128;  // 128 rows x 64 bf16 (one 128-byte swizzle column)
+constexpr int kRegionBytes = 128 * 128;  // 128 rows x 64 elements (one 128-byte swizzle column)
 
 __device__ __forceinline__ void cp16(uint32_t smem, const void* gmem, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(bytes));
@@ -312,12 +317,24 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// asm volatile(BEFORE "bf16.bf16" AFTER, then the asm's ": outputs : inputs") for bf16 operands,
+// with "f16.f16" for fp16: one wgmma text serves both element types (PTX names the A/B type in
+// the instruction, not in an operand), its type filled in per T.
+#define TESSERA_WGMMA_ASM(T, BEFORE, AFTER, ...)           \
+  if constexpr (std::is_same_v<T, gpu_f16>) {              \
+    asm volatile(BEFORE "f16.f16" AFTER __VA_ARGS__);      \
+  } else {                                                 \
+    asm volatile(BEFORE "bf16.bf16" AFTER __VA_ARGS__);    \
+  }
+
 // d[64 x 64] += a[64 x 16] (registers, the mma.m16n8k16 A layout per warp) b[16 x 64], b N-major
 // (transposed) in 128-byte-swizzled shared memory.
+template <typename T>
 __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
-  asm volatile(
+  TESSERA_WGMMA_ASM(T,
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.",
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n",
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
@@ -355,30 +372,36 @@ __device__ __forceinline__ void named_bar_arrive(int id, int count) {
 
 // d[64 x 128] (+)= a[64 x 16] b[16 x 128]^T, both operands K-major in 128-byte-swizzled shared
 // memory (n8 chunk i of d: [4i], [4i+1] in the lane's first row, [4i+2], [4i+3] eight rows down).
+template <typename T>
 __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
+  TESSERA_WGMMA_ASM(T,
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.",
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n",
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 // The same, d = a b^T (d is only written: no instruction before it has to define d).
+template <typename T>
 __device__ __forceinline__ void wgmma_ss_n128_zero(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
-  asm volatile(
+  TESSERA_WGMMA_ASM(T,
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.",
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n",
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]), "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), "=f"(d[40]), "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]), "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]), "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(0));
 }
 
 // d[64 x 128] += a[64 x 16] (registers) b[16 x 128], b N-major in two 64-column swizzle atoms
 // kRegionBytes apart (the descriptor's leading byte offset); d0 holds columns 0-63, d1 64-127.
+template <typename T>
 __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d0)[32], float (&d1)[32], const uint32_t (&a)[4],
                                                  uint64_t desc_b) {
-  asm volatile(
+  TESSERA_WGMMA_ASM(T,
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.",
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n",
       : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d0[4]), "+f"(d0[5]), "+f"(d0[6]), "+f"(d0[7]), "+f"(d0[8]), "+f"(d0[9]), "+f"(d0[10]), "+f"(d0[11]), "+f"(d0[12]), "+f"(d0[13]), "+f"(d0[14]), "+f"(d0[15]), "+f"(d0[16]), "+f"(d0[17]), "+f"(d0[18]), "+f"(d0[19]), "+f"(d0[20]), "+f"(d0[21]), "+f"(d0[22]), "+f"(d0[23]), "+f"(d0[24]), "+f"(d0[25]), "+f"(d0[26]), "+f"(d0[27]), "+f"(d0[28]), "+f"(d0[29]), "+f"(d0[30]), "+f"(d0[31]), "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3]), "+f"(d1[4]), "+f"(d1[5]), "+f"(d1[6]), "+f"(d1[7]), "+f"(d1[8]), "+f"(d1[9]), "+f"(d1[10]), "+f"(d1[11]), "+f"(d1[12]), "+f"(d1[13]), "+f"(d1[14]), "+f"(d1[15]), "+f"(d1[16]), "+f"(d1[17]), "+f"(d1[18]), "+f"(d1[19]), "+f"(d1[20]), "+f"(d1[21]), "+f"(d1[22]), "+f"(d1[23]), "+f"(d1[24]), "+f"(d1[25]), "+f"(d1[26]), "+f"(d1[27]), "+f"(d1[28]), "+f"(d1[29]), "+f"(d1[30]), "+f"(d1[31])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
@@ -392,12 +415,12 @@ __device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr) {
 
 #endif  // sm_90a
 
-template <int D, bool Paired>
+template <typename T, int D, bool Paired>
 __global__ void __launch_bounds__(kThreads, 1)
-    prefill_kernel(const gpu_bf16* __restrict__ qkv, const gpu_bf16* __restrict__ k_cache,
-                   const gpu_bf16* __restrict__ v_cache, int32_t block_size, uint32_t bs_magic,
+    prefill_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
+                   const T* __restrict__ v_cache, int32_t block_size, uint32_t bs_magic,
                    int32_t bs_shift, DeviceStep step, int32_t num_heads, int32_t num_kv_heads,
-                   float scale_log2, bool causal, gpu_bf16* __restrict__ out) {
+                   float scale_log2, bool causal, T* __restrict__ out) {
 #if defined(TESSERA_PREFILL_SM90)
   constexpr int kChunks = D / 8;                  // 16-byte chunks per row
   constexpr int kRowStep = kThreads / kChunks;    // rows one pass of the CTA copies
@@ -454,7 +477,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto load_q = [&](int qt) {
     const int64_t stride = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * D;
     const int first = wg * 64 + (tid % 128) / kChunks;
-    const gpu_bf16* src = qkv + (tp.q_begin + qt * kBlockM + first) * stride + tp.h * D + cc * 8;
+    const T* src = qkv + (tp.q_begin + qt * kBlockM + first) * stride + tp.h * D + cc * 8;
     const int rows = tp.q_len - qt * kBlockM - first;
 #pragma unroll
     for (int i = 0; i < kQPasses; ++i) {
@@ -479,7 +502,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                            : -1;
     }
   };
-  auto load_rows = [&](uint32_t dst, const gpu_bf16* head) {
+  auto load_rows = [&](uint32_t dst, const T* head) {
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const bool ok = slot[i] >= 0;
@@ -488,8 +511,8 @@ __global__ void __launch_bounds__(kThreads, 1)
            ok ? 16 : 0);
     }
   };
-  const gpu_bf16* k_head = k_cache + static_cast<int64_t>(tp.kvh) * D + cc * 8;
-  const gpu_bf16* v_head = v_cache + static_cast<int64_t>(tp.kvh) * D + cc * 8;
+  const T* k_head = k_cache + static_cast<int64_t>(tp.kvh) * D + cc * 8;
+  const T* v_head = v_cache + static_cast<int64_t>(tp.kvh) * D + cc * 8;
   auto stage_k = [&](int stage) { return sQ + (1 + 2 * stage) * kTileBytes; };
   fetch_slots(0);
   load_rows(stage_k(0), k_head);
@@ -523,9 +546,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t koff = (kk / 4) * kRegionBytes + (kk % 4) * 32;
       if (kk == 0) {
-        wgmma_ss_n128_zero(s, smem_desc(sQ_wg + koff), smem_desc(sK + koff));
+        wgmma_ss_n128_zero<T>(s, smem_desc(sQ_wg + koff), smem_desc(sK + koff));
       } else {
-        wgmma_ss_n128(s, smem_desc(sQ_wg + koff), smem_desc(sK + koff), 1);
+        wgmma_ss_n128<T>(s, smem_desc(sQ_wg + koff), smem_desc(sK + koff), 1);
       }
     }
   };
@@ -596,8 +619,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float e3 = exp2_approx(s[4 * n + 3] * scale_log2 - base1);
       sum0 += e0 + e1;
       sum1 += e2 + e3;
-      p[n / 2][(n % 2) * 2] = pack_bf16x2(e0, e1);
-      p[n / 2][(n % 2) * 2 + 1] = pack_bf16x2(e2, e3);
+      p[n / 2][(n % 2) * 2] = Element<T>::pack(e0, e1);
+      p[n / 2][(n % 2) * 2 + 1] = Element<T>::pack(e2, e3);
     }
     l0 = l0 * alpha0 + sum0;
     l1 = l1 * alpha1 + sum1;
@@ -611,8 +634,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
     const int64_t out_stride = static_cast<int64_t>(num_heads) * D;
     const int row0 = tp.qt * kBlockM + row_in_tile;
-    gpu_bf16* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;
-    gpu_bf16* o1 = o0 + 8 * out_stride;
+    T* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;
+    T* o1 = o0 + 8 * out_stride;
     const bool write0 = row0 < tp.q_len, write1 = row0 + 8 < tp.q_len;
 #pragma unroll
     for (int b = 0; b < kRegions; ++b) {
@@ -620,11 +643,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < 8; ++i) {
         const int col = b * 64 + i * 8;
         if (write0) {
-          *reinterpret_cast<uint32_t*>(o0 + col) = pack_bf16x2(o[b][4 * i] * inv0, o[b][4 * i + 1] * inv0);
+          *reinterpret_cast<uint32_t*>(o0 + col) =
+              Element<T>::pack(o[b][4 * i] * inv0, o[b][4 * i + 1] * inv0);
         }
         if (write1) {
           *reinterpret_cast<uint32_t*>(o1 + col) =
-              pack_bf16x2(o[b][4 * i + 2] * inv1, o[b][4 * i + 3] * inv1);
+              Element<T>::pack(o[b][4 * i + 2] * inv1, o[b][4 * i + 3] * inv1);
         }
       }
     }
@@ -683,11 +707,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
       if constexpr (kRegions == 2) {
-        wgmma_rs_n128_tb(o[0], o[1], p[kk], smem_desc_mn(sV + kk * 16 * 128));
+        wgmma_rs_n128_tb<T>(o[0], o[1], p[kk], smem_desc_mn(sV + kk * 16 * 128));
       } else {
 #pragma unroll
         for (int b = 0; b < kRegions; ++b) {
-          wgmma_rs_n64_tb(o[b], p[kk], smem_desc(sV + b * kRegionBytes + kk * 16 * 128));
+          wgmma_rs_n64_tb<T>(o[b], p[kk], smem_desc(sV + b * kRegionBytes + kk * 16 * 128));
         }
       }
     }
@@ -732,17 +756,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 template <int D>
-constexpr int smem_bytes() {  // Q, 3 stages of K and V, alignment
-  return 7 * kBlockM * D * static_cast<int>(sizeof(gpu_bf16)) + 1024;
+constexpr int smem_bytes() {  // Q, 3 stages of K and V (16-bit elements), alignment
+  return 7 * kBlockM * D * 2 + 1024;
 }
 
 }  // namespace hopper
 
-template <int D>
-gpuError_t launch_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                          int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                          int32_t num_kv_heads, float scale, bool causal, gpu_bf16* out,
-                          gpuStream_t stream) {
+template <typename T, int D>
+gpuError_t launch_prefill(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                          const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                          float scale, bool causal, T* out, gpuStream_t stream) {
   // Once per device (d < 64): which kernel runs there (the wgmma one on sm_90, whose sm_90a
   // machine code this file carries; TESSERA_PREFILL_KERNEL=mma picks the mma.sync one anyway, for
   // comparisons), and its more than 48 KiB of dynamic shared memory allowed. 0: not decided yet.
@@ -762,16 +785,16 @@ gpuError_t launch_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gp
     const bool mma = force != nullptr && std::string_view(force) == "mma";
     kind = major == 9 && minor == 0 && !mma ? kWgmma : kMma;
     if (kind == kWgmma) {
-      err = cudaFuncSetAttribute(hopper::prefill_kernel<D, false>,
+      err = cudaFuncSetAttribute(hopper::prefill_kernel<T, D, false>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  hopper::smem_bytes<D>());
       if (err != gpuSuccess) return err;
-      err = cudaFuncSetAttribute(hopper::prefill_kernel<D, true>,
+      err = cudaFuncSetAttribute(hopper::prefill_kernel<T, D, true>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  hopper::smem_bytes<D>());
     } else {
-      err = cudaFuncSetAttribute(prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (kBlockM + 2 * kBlockN) * D * static_cast<int>(sizeof(gpu_bf16)));
+      err = cudaFuncSetAttribute(prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (kBlockM + 2 * kBlockN) * D * static_cast<int>(sizeof(T)));
     }
     if (err != gpuSuccess) return err;
     if (device < 64) chosen[device].store(kind, std::memory_order_release);
@@ -789,19 +812,19 @@ gpuError_t launch_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gp
     // pairs lose 2-20% (the paired kernel's loop runs slower per key tile; not understood yet).
     if (causal && query_tiles <= 8) {
       const dim3 grid((query_tiles + 1) / 2, num_heads, step.num_prefill_seqs);
-      hopper::prefill_kernel<D, true><<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
+      hopper::prefill_kernel<T, D, true><<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
           qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads,
           scale_log2, causal, out);
     } else {
       const dim3 grid(query_tiles, num_heads, step.num_prefill_seqs);
-      hopper::prefill_kernel<D, false><<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
+      hopper::prefill_kernel<T, D, false><<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
           qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads,
           scale_log2, causal, out);
     }
   } else {
-    const int smem = (kBlockM + 2 * kBlockN) * D * static_cast<int>(sizeof(gpu_bf16));
+    const int smem = (kBlockM + 2 * kBlockN) * D * static_cast<int>(sizeof(T));
     const dim3 grid((step.max_prefill_q + kBlockM - 1) / kBlockM, num_heads, step.num_prefill_seqs);
-    prefill_kernel<D><<<grid, kThreads, smem, stream>>>(qkv, k_cache, v_cache, block_size, step,
+    prefill_kernel<T, D><<<grid, kThreads, smem, stream>>>(qkv, k_cache, v_cache, block_size, step,
                                                          num_heads, num_kv_heads, scale_log2,
                                                          causal, out);
   }
@@ -812,18 +835,19 @@ gpuError_t launch_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gp
 
 bool prefill_kernel_supported(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
-gpuError_t attention_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                             int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                             int32_t num_kv_heads, int32_t head_dim, float scale, bool causal,
-                             gpu_bf16* out, gpuStream_t stream) {
+template <typename T>
+gpuError_t attention_prefill(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                             const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                             int32_t head_dim, float scale, bool causal, T* out,
+                             gpuStream_t stream) {
   if (step.num_prefill_seqs <= 0) return gpuSuccess;
   if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0) return gpuErrorInvalidValue;
   switch (head_dim) {
     case 64:
-      return launch_prefill<64>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+      return launch_prefill<T, 64>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
                                 scale, causal, out, stream);
     case 128:
-      return launch_prefill<128>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+      return launch_prefill<T, 128>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
                                  scale, causal, out, stream);
     default:
       return gpuErrorInvalidValue;
@@ -834,12 +858,18 @@ gpuError_t attention_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const
 
 bool prefill_kernel_supported(int32_t) { return false; }
 
-gpuError_t attention_prefill(const gpu_bf16*, const gpu_bf16*, const gpu_bf16*, int32_t,
-                             const DeviceStep&, int32_t, int32_t, int32_t, float, bool, gpu_bf16*,
-                             gpuStream_t) {
+template <typename T>
+gpuError_t attention_prefill(const T*, const T*, const T*, int32_t, const DeviceStep&, int32_t,
+                             int32_t, int32_t, float, bool, T*, gpuStream_t) {
   return gpuErrorInvalidValue;
 }
 
 #endif
+
+#define TESSERA_PREFILL_LAUNCHER(T)                                                            \
+  template gpuError_t attention_prefill(const T*, const T*, const T*, int32_t, const DeviceStep&, \
+                                        int32_t, int32_t, int32_t, float, bool, T*, gpuStream_t);
+TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_PREFILL_LAUNCHER)
+#undef TESSERA_PREFILL_LAUNCHER
 
 }  // namespace tessera::gpu

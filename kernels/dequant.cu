@@ -1,7 +1,7 @@
-// Stored weight blocks to bf16 on the GPU (dequant_gpu.h): one thread per output element, each
-// decoding its own block's scales. Byte offsets and arithmetic follow runtime/model/dequant.cc
-// type by type (its comments describe the bit layouts); blocks are read byte by byte, since GGML
-// blocks (18, 20, 22... bytes) leave their fields unaligned.
+// Stored weight blocks to bf16 or fp16 on the GPU (dequant_gpu.h): one thread per output element,
+// each decoding its own block's scales. Byte offsets and arithmetic follow
+// runtime/model/dequant.cc type by type (its comments describe the bit layouts); blocks are read
+// byte by byte, since GGML blocks (18, 20, 22... bytes) leave their fields unaligned.
 #define TESSERA_GPU_KERNELS_ONLY
 #include <algorithm>
 
@@ -236,9 +236,9 @@ __device__ __forceinline__ int64_t qk_unpermuted_row(int64_t stored_row, int64_t
   return head * head_dim + (r % 2) * (head_dim / 2) + r / 2;
 }
 
-template <typename Format>
+template <typename Format, typename T>
 __global__ void dequantize_kernel(const uint8_t* src, int64_t first_block, int64_t n_elems,
-                                  DequantTarget target) {
+                                  DequantTarget<T> target) {
   const int64_t blocks_per_row = target.row_elems / Format::kBlockElems;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n_elems;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -250,20 +250,20 @@ __global__ void dequantize_kernel(const uint8_t* src, int64_t first_block, int64
     const int64_t row =
         target.qk_head_dim > 0 ? qk_unpermuted_row(stored_row, target.qk_head_dim) : stored_row;
     const int64_t col = (block % blocks_per_row) * Format::kBlockElems + i;
-    target.dst[row * target.row_elems + col] = __float2bfloat16(v);
+    target.dst[row * target.row_elems + col] = from_float<T>(v);
   }
 }
 
-template <typename Format>
+template <typename Format, typename T>
 gpuError_t launch(const uint8_t* src, int64_t first_block, int64_t n_blocks,
-                  const DequantTarget& target, gpuStream_t stream) {
+                  const DequantTarget<T>& target, gpuStream_t stream) {
   if (target.row_elems <= 0 || target.row_elems % Format::kBlockElems != 0) {
     return gpuErrorInvalidValue;
   }
   const int64_t n_elems = n_blocks * Format::kBlockElems;
   if (n_elems <= 0) return gpuSuccess;
   const int64_t grid = std::min<int64_t>((n_elems + kThreads - 1) / kThreads, 65536);
-  dequantize_kernel<Format>
+  dequantize_kernel<Format, T>
       <<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(src, first_block, n_elems, target);
   return gpuGetLastError();
 }
@@ -325,13 +325,20 @@ bool dequantizes_on_device(DType type) {
   return visit_format(type, [](auto) {});
 }
 
-gpuError_t dequantize_to_bf16(DType type, const uint8_t* src, int64_t first_block, int64_t n_blocks,
-                              const DequantTarget& target, gpuStream_t stream) {
+template <typename T>
+gpuError_t dequantize(DType type, const uint8_t* src, int64_t first_block, int64_t n_blocks,
+                      const DequantTarget<T>& target, gpuStream_t stream) {
   gpuError_t err = gpuErrorInvalidValue;
   visit_format(type, [&](auto format) {
-    err = launch<decltype(format)>(src, first_block, n_blocks, target, stream);
+    err = launch<decltype(format), T>(src, first_block, n_blocks, target, stream);
   });
   return err;
 }
+
+#define TESSERA_DEQUANT_LAUNCHER(T)                                                       \
+  template gpuError_t dequantize(DType, const uint8_t*, int64_t, int64_t, const DequantTarget<T>&, \
+                                 gpuStream_t);
+TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_DEQUANT_LAUNCHER)
+#undef TESSERA_DEQUANT_LAUNCHER
 
 }  // namespace tessera::gpu

@@ -1,8 +1,9 @@
-// Conversion of stored weight blocks (GGML block-quantized, or plain f32/f16/bf16) to bf16 on the
-// GPU, so that a weight crosses the bus in its stored size and the host does no per-element work.
-// Each type's arithmetic repeats runtime/model/dequant.cc operation for operation, without fused
-// multiply-adds, so that the bf16 results equal dequantize_f32's fp32 values rounded to bf16
-// (round to nearest even) bit for bit. Kernels in dequant.cu.
+// Conversion of stored weight blocks (GGML block-quantized, or plain f32/f16/bf16) to the GPU's
+// element type T (gpu_bf16 or gpu_f16) on the GPU, so that a weight crosses the bus in its stored
+// size and the host does no per-element work. Each type's arithmetic repeats
+// runtime/model/dequant.cc operation for operation, without fused multiply-adds, so that the
+// results equal dequantize_f32's fp32 values rounded to T (round to nearest even) bit for bit: a
+// bf16 checkpoint served in fp16 is converted here too. Kernels in dequant.cu.
 #pragma once
 
 #include <cstdint>
@@ -12,16 +13,17 @@
 
 namespace tessera::gpu {
 
-// Whether dequantize_to_bf16 converts `type`: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
+// Whether dequantize converts `type`: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
 // Q2_K..Q8_K (every dequantizable dtype but F64 and the integer types).
 bool dequantizes_on_device(DType type);
 
-// Where a tensor's converted elements go: a dense row-major [rows, row_elems] bf16 matrix at
+// Where a tensor's converted elements go: a dense row-major [rows, row_elems] matrix of T at
 // `dst`. Stored row s lands in row s, or, when qk_head_dim > 0, in row
 // qk_unpermuted_row(s, qk_head_dim) (runtime/model/gguf_weights.h: GGUF's llama q/k rotary
 // interleave undone).
+template <typename T>
 struct DequantTarget {
-  gpu_bf16* dst = nullptr;
+  T* dst = nullptr;
   int64_t row_elems = 0;    // a multiple of the type's block size
   int64_t qk_head_dim = 0;  // even, dividing the row count; 0: rows stay where they are
 };
@@ -30,8 +32,9 @@ struct DequantTarget {
 // the file, any alignment) into `target`. The first of them is block `first_block` of the whole
 // tensor, counting row-major over the stored rows, so that a tensor can be converted in chunks of
 // whole blocks that need not be whole rows. gpuErrorInvalidValue for a type that
-// dequantizes_on_device() rejects.
-gpuError_t dequantize_to_bf16(DType type, const uint8_t* src, int64_t first_block, int64_t n_blocks,
-                              const DequantTarget& target, gpuStream_t stream);
+// dequantizes_on_device() rejects. T is gpu_bf16 or gpu_f16.
+template <typename T>
+gpuError_t dequantize(DType type, const uint8_t* src, int64_t first_block, int64_t n_blocks,
+                      const DequantTarget<T>& target, gpuStream_t stream);
 
 }  // namespace tessera::gpu

@@ -1,6 +1,6 @@
 // Elementwise and row-wise GPU kernels: dtype conversion, embedding, RMSNorm (plain and fused
 // with the residual add), SiLU-and-mul, row gather, and a seeded uniform fill (benchmark inputs
-// made on the device). bf16 storage, fp32 arithmetic.
+// made on the device). 16-bit storage (T: gpu_bf16 or gpu_f16), fp32 arithmetic.
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/gpu_ops.h"
 
@@ -22,74 +22,79 @@ __device__ __forceinline__ float block_sum(float v, float* shared) {
   return total;
 }
 
-__global__ void f32_to_bf16_kernel(const float* src, gpu_bf16* dst, int64_t n) {
+template <typename T>
+__global__ void convert_f32_kernel(const float* src, T* dst, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = __float2bfloat16(src[i]);
+    dst[i] = from_float<T>(src[i]);
   }
 }
 
-__global__ void fill_uniform_kernel(gpu_bf16* dst, int64_t n, uint64_t seed, float lo, float hi) {
+template <typename T>
+__global__ void fill_uniform_kernel(T* dst, int64_t n, uint64_t seed, float lo, float hi) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     uint64_t z = seed + static_cast<uint64_t>(i + 1) * 0x9E3779B97F4A7C15ull;  // splitmix64
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
-    dst[i] = __float2bfloat16(lo + (hi - lo) * static_cast<float>(z >> 40) * (1.0f / 16777216.0f));
+    dst[i] = from_float<T>(lo + (hi - lo) * static_cast<float>(z >> 40) * (1.0f / 16777216.0f));
   }
 }
 
-__global__ void embedding_kernel(const gpu_bf16* table, int64_t vocab, int64_t hidden,
-                                 const int32_t* ids, gpu_bf16* out) {
+template <typename T>
+__global__ void embedding_kernel(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids,
+                                 T* out) {
   const int64_t t = blockIdx.x;
   int64_t id = ids[t];
   if (id < 0 || id >= vocab) id = 0;  // ids are validated upstream; clamp as the CPU does
-  const gpu_bf16* src = table + id * hidden;
-  gpu_bf16* dst = out + t * hidden;
+  const T* src = table + id * hidden;
+  T* dst = out + t * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = src[i];
 }
 
-__global__ void rms_norm_kernel(gpu_bf16* residual, const gpu_bf16* x, const gpu_bf16* w,
-                                int64_t hidden, float eps, gpu_bf16* out) {
+template <typename T>
+__global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hidden, float eps,
+                                T* out) {
   __shared__ float shared[kThreads / kWarpSize + 1];
   const int64_t row = blockIdx.x;
-  const gpu_bf16* xr = x + row * hidden;
-  gpu_bf16* rr = residual == nullptr ? nullptr : residual + row * hidden;
+  const T* xr = x + row * hidden;
+  T* rr = residual == nullptr ? nullptr : residual + row * hidden;
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float v = __bfloat162float(xr[i]);
+    float v = to_float(xr[i]);
     if (rr != nullptr) {
-      // The residual stream is stored in bf16: normalize what is stored, as later reads see it.
-      const gpu_bf16 s = __float2bfloat16(__bfloat162float(rr[i]) + v);
+      // The residual stream is stored in T: normalize what is stored, as later reads see it.
+      const T s = from_float<T>(to_float(rr[i]) + v);
       rr[i] = s;
-      v = __bfloat162float(s);
+      v = to_float(s);
     }
     sum_sq += v * v;
   }
   const float inv_rms = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(hidden) + eps);
-  const gpu_bf16* src = rr != nullptr ? rr : xr;
-  gpu_bf16* o = out + row * hidden;
+  const T* src = rr != nullptr ? rr : xr;
+  T* o = out + row * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    o[i] = __float2bfloat16(__bfloat162float(src[i]) * inv_rms * __bfloat162float(w[i]));
+    o[i] = from_float<T>(to_float(src[i]) * inv_rms * to_float(w[i]));
   }
 }
 
-__global__ void silu_mul_kernel(const gpu_bf16* gate_up, int64_t n, int64_t inter, gpu_bf16* out) {
+template <typename T>
+__global__ void silu_mul_kernel(const T* gate_up, int64_t n, int64_t inter, T* out) {
   const int64_t total = n * inter;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / inter, j = i % inter;
-    const float g = __bfloat162float(gate_up[t * 2 * inter + j]);
-    const float u = __bfloat162float(gate_up[t * 2 * inter + inter + j]);
-    out[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+    const float g = to_float(gate_up[t * 2 * inter + j]);
+    const float u = to_float(gate_up[t * 2 * inter + inter + j]);
+    out[i] = from_float<T>(g / (1.0f + __expf(-g)) * u);
   }
 }
 
-__global__ void gather_rows_kernel(const gpu_bf16* x, int64_t hidden, const int32_t* rows,
-                                   gpu_bf16* out) {
+template <typename T>
+__global__ void gather_rows_kernel(const T* x, int64_t hidden, const int32_t* rows, T* out) {
   const int64_t r = blockIdx.x;
-  const gpu_bf16* src = x + static_cast<int64_t>(rows[r]) * hidden;
+  const T* src = x + static_cast<int64_t>(rows[r]) * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) out[r * hidden + i] = src[i];
 }
 
@@ -100,45 +105,61 @@ unsigned grid_for(int64_t n) {
 
 }  // namespace
 
-gpuError_t f32_to_bf16(const float* src, gpu_bf16* dst, int64_t n, gpuStream_t stream) {
+template <typename T>
+gpuError_t convert_f32(const float* src, T* dst, int64_t n, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
-  f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(src, dst, n);
+  convert_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(src, dst, n);
   return gpuGetLastError();
 }
 
-gpuError_t fill_uniform(gpu_bf16* dst, int64_t n, uint64_t seed, float lo, float hi,
+template <typename T>
+gpuError_t fill_uniform(T* dst, int64_t n, uint64_t seed, float lo, float hi,
                         gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
   fill_uniform_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, n, seed, lo, hi);
   return gpuGetLastError();
 }
 
-gpuError_t embedding(const gpu_bf16* table, int64_t vocab, int64_t hidden, const int32_t* ids,
-                     int64_t n, gpu_bf16* out, gpuStream_t stream) {
+template <typename T>
+gpuError_t embedding(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
+                     T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
   embedding_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(table, vocab, hidden, ids, out);
   return gpuGetLastError();
 }
 
-gpuError_t rms_norm(gpu_bf16* residual, const gpu_bf16* x, const gpu_bf16* w, int64_t n,
-                    int64_t hidden, float eps, gpu_bf16* out, gpuStream_t stream) {
+template <typename T>
+gpuError_t rms_norm(T* residual, const T* x, const T* w, int64_t n, int64_t hidden, float eps,
+                    T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
   rms_norm_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(residual, x, w, hidden, eps, out);
   return gpuGetLastError();
 }
 
-gpuError_t silu_mul(const gpu_bf16* gate_up, int64_t n, int64_t inter, gpu_bf16* out,
-                    gpuStream_t stream) {
+template <typename T>
+gpuError_t silu_mul(const T* gate_up, int64_t n, int64_t inter, T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
   silu_mul_kernel<<<grid_for(n * inter), kThreads, 0, stream>>>(gate_up, n, inter, out);
   return gpuGetLastError();
 }
 
-gpuError_t gather_rows(const gpu_bf16* x, int64_t hidden, const int32_t* rows, int64_t n_rows,
-                       gpu_bf16* out, gpuStream_t stream) {
+template <typename T>
+gpuError_t gather_rows(const T* x, int64_t hidden, const int32_t* rows, int64_t n_rows, T* out,
+                       gpuStream_t stream) {
   if (n_rows <= 0) return gpuSuccess;
   gather_rows_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, hidden, rows, out);
   return gpuGetLastError();
 }
+
+#define TESSERA_ELEMENTWISE_LAUNCHERS(T)                                                        \
+  template gpuError_t convert_f32(const float*, T*, int64_t, gpuStream_t);                      \
+  template gpuError_t fill_uniform(T*, int64_t, uint64_t, float, float, gpuStream_t);           \
+  template gpuError_t embedding(const T*, int64_t, int64_t, const int32_t*, int64_t, T*,        \
+                                gpuStream_t);                                                   \
+  template gpuError_t rms_norm(T*, const T*, const T*, int64_t, int64_t, float, T*, gpuStream_t); \
+  template gpuError_t silu_mul(const T*, int64_t, int64_t, T*, gpuStream_t);                    \
+  template gpuError_t gather_rows(const T*, int64_t, const int32_t*, int64_t, T*, gpuStream_t);
+TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_ELEMENTWISE_LAUNCHERS)
+#undef TESSERA_ELEMENTWISE_LAUNCHERS
 
 }  // namespace tessera::gpu

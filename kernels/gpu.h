@@ -1,6 +1,7 @@
-// The one place where CUDA and HIP differ. Everything under kernels/ uses the neutral gpu* names
-// below, so that a runtime call with no HIP twin cannot slip in, and kWarpSize instead of a
-// literal 32 (a CDNA wavefront is 64 lanes).
+// The one place where CUDA and HIP differ, and where the two 16-bit element types the GPU backend
+// computes in (bf16, fp16) differ. Everything under kernels/ uses the neutral gpu* names below, so
+// that a runtime call with no HIP twin cannot slip in, kWarpSize instead of a literal 32 (a CDNA
+// wavefront is 64 lanes), and Element<T> instead of a type's own conversion intrinsics.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #endif
 
 #if defined(TESSERA_GPU_HIP) || defined(__HIP_PLATFORM_AMD__)
+#include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 #define TESSERA_HIP 1
 using gpuError_t = hipError_t;
@@ -30,6 +32,7 @@ using gpu_bf16 = hip_bfloat16;
 __host__ __device__ inline float __bfloat162float(hip_bfloat16 v) { return static_cast<float>(v); }
 __host__ __device__ inline hip_bfloat16 __float2bfloat16(float v) { return hip_bfloat16(v); }
 #endif
+using gpu_f16 = __half;
 inline constexpr gpuError_t gpuSuccess = hipSuccess;
 inline constexpr gpuError_t gpuErrorMemoryAllocation = hipErrorOutOfMemory;
 inline constexpr gpuError_t gpuErrorInvalidValue = hipErrorInvalidValue;
@@ -85,12 +88,14 @@ inline gpuError_t gpuGraphInstantiate(gpuGraphExec_t* exec, gpuGraph_t graph) {
 }
 #else
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #define TESSERA_CUDA 1
 using gpuError_t = cudaError_t;
 using gpuStream_t = cudaStream_t;
 using gpuEvent_t = cudaEvent_t;
 using gpu_bf16 = __nv_bfloat16;
+using gpu_f16 = __half;
 inline constexpr gpuError_t gpuSuccess = cudaSuccess;
 inline constexpr gpuError_t gpuErrorMemoryAllocation = cudaErrorMemoryAllocation;
 inline constexpr gpuError_t gpuErrorInvalidValue = cudaErrorInvalidValue;
@@ -159,12 +164,54 @@ inline constexpr int kWarpSize = 32;
 // vendors.
 __device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-// Two floats to packed bf16 (round to nearest even), low half first.
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const gpu_bf16 l = __float2bfloat16(lo), h = __float2bfloat16(hi);
-  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&l)) |
-         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&h)) << 16);
+
+// The 16 bits of a bf16 or fp16 value.
+template <typename T>
+__device__ __forceinline__ uint32_t bits_of(T v) {
+  return *reinterpret_cast<const uint16_t*>(&v);
 }
+
+// The element types of GPU tensors: kernels are templates over exactly gpu_bf16 and gpu_f16 and
+// compute in fp32; Element<T> converts one element, or a packed pair (two elements in 32 bits,
+// the low one first, as in memory and in MMA fragments). The two types round differently (bf16:
+// 8 significant bits, fp32's range; fp16: 11 bits, largest finite 65504), both to nearest even.
+template <typename T>
+struct Element;
+template <>
+struct Element<gpu_bf16> {
+  __device__ __forceinline__ static float to_float(gpu_bf16 v) { return __bfloat162float(v); }
+  __device__ __forceinline__ static gpu_bf16 from_float(float v) { return __float2bfloat16(v); }
+  __device__ __forceinline__ static float lo(uint32_t pair) { return bf16_lo(pair); }
+  __device__ __forceinline__ static float hi(uint32_t pair) { return bf16_hi(pair); }
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    return bits_of(from_float(lo)) | (bits_of(from_float(hi)) << 16);
+  }
+};
+template <>
+struct Element<gpu_f16> {
+  __device__ __forceinline__ static float to_float(gpu_f16 v) { return __half2float(v); }
+  __device__ __forceinline__ static gpu_f16 from_float(float v) { return __float2half_rn(v); }
+  __device__ __forceinline__ static float lo(uint32_t pair) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(pair & 0xffffu)));
+  }
+  __device__ __forceinline__ static float hi(uint32_t pair) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(pair >> 16)));
+  }
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    return bits_of(from_float(lo)) | (bits_of(from_float(hi)) << 16);
+  }
+};
+template <typename T>
+__device__ __forceinline__ float to_float(T v) {
+  return Element<T>::to_float(v);
+}
+template <typename T>
+__device__ __forceinline__ T from_float(float v) {
+  return Element<T>::from_float(v);
+}
+// Expands X(T) once per element type: the explicit instantiations of a kernel family's
+// launchers, so that every family is built for the same two types and no others.
+#define TESSERA_FOR_EACH_ELEMENT_TYPE(X) X(gpu_bf16) X(gpu_f16)
 
 // Butterfly shuffle within a warp, all lanes active.
 template <typename T>

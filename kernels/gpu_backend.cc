@@ -13,7 +13,18 @@ namespace tessera {
 
 namespace {
 
-gpu_bf16* bf16_ptr(const Tensor& t) { return static_cast<gpu_bf16*>(t.data); }
+template <typename T>
+T* elements(const Tensor& t) {
+  return static_cast<T*>(t.data);
+}
+
+// launch.template operator()<T>() with T the element type of `dtype` (gpu_f16 for kF16, else
+// gpu_bf16): one launcher call site serves both compute dtypes.
+template <typename Launch>
+gpuError_t launch_as(DType dtype, Launch&& launch) {
+  return dtype == DType::kF16 ? launch.template operator()<gpu_f16>()
+                              : launch.template operator()<gpu_bf16>();
+}
 
 // Int32 elements of a step's metadata: token_ids, positions, slot_mapping, seq_of [n];
 // query_start [seqs + 1]; context_len [seqs]; logits_rows; prefill_seqs and decode_seqs [seqs in
@@ -34,13 +45,17 @@ int GpuBackend::device_count() {
   return n;
 }
 
-absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(int device) {
+absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(int device, DType dtype) {
+  if (dtype != DType::kBF16 && dtype != DType::kF16) {
+    return absl::InvalidArgumentError(str_cat("gpu: compute dtype ", dtype_name(dtype),
+                                              " is not one of BF16, F16"));
+  }
   const int n = device_count();
   if (device < 0 || device >= n) {
     return absl::FailedPreconditionError(
         str_cat("gpu: device ", device, " requested but ", n, " GPU(s) are visible"));
   }
-  std::unique_ptr<GpuBackend> b(new GpuBackend(device));
+  std::unique_ptr<GpuBackend> b(new GpuBackend(device, dtype));
   if (absl::Status s = b->init(); !s.ok()) return s;
   return b;
 }
@@ -157,14 +172,16 @@ absl::Status GpuBackend::upload(const float* src, int64_t n, const Tensor& dst) 
     GPU_CHECK(gpuMemcpyAsync(dst.data, src, n * sizeof(float), gpuMemcpyHostToDevice, stream_));
     return absl::OkStatus();
   }
-  if (dst.dtype != DType::kBF16) {
+  if (dst.dtype != DType::kBF16 && dst.dtype != DType::kF16) {
     return absl::InvalidArgumentError(str_cat(name_, ": cannot upload into ", dtype_name(dst.dtype)));
   }
   for (int64_t done = 0; done < n;) {
     const int64_t count = std::min<int64_t>(n - done, static_cast<int64_t>(kScratchFloats));
     GPU_CHECK(gpuMemcpyAsync(scratch_, src + done, count * sizeof(float), gpuMemcpyHostToDevice,
                              stream_));
-    GPU_CHECK(gpu::f32_to_bf16(scratch_, bf16_ptr(dst) + done, count, stream_));
+    GPU_CHECK(launch_as(dst.dtype, [&]<typename T>() {
+      return gpu::convert_f32(scratch_, elements<T>(dst) + done, count, stream_);
+    }));
     done += count;
   }
   return absl::OkStatus();
@@ -195,7 +212,7 @@ absl::Status GpuBackend::load_weight(const WeightSource& weights, std::string_vi
 
 absl::StatusOr<bool> GpuBackend::load_weight_on_device(const WeightSource& weights,
                                                        std::string_view name, const Tensor& dst) {
-  if (dst.dtype != DType::kBF16) return false;
+  if (dst.dtype != DType::kBF16 && dst.dtype != DType::kF16) return false;
   // Whatever this path does not take (a missing tensor, another type, a shape other than dst's)
   // goes to the host path, whose read_f32 reports the errors.
   absl::StatusOr<RawTensor> raw = weights.raw(name);
@@ -219,7 +236,6 @@ absl::StatusOr<bool> GpuBackend::load_weight_on_device(const WeightSource& weigh
       (permuted && (head_dim <= 0 || head_dim % 2 != 0 || rows % head_dim != 0))) {
     return false;
   }
-  const gpu::DequantTarget target{bf16_ptr(dst), row_elems, head_dim};
   // Chunks of whole blocks (not necessarily whole rows) as large as the device scratch, staged
   // through the pinned buffer: the scratch holds the stored bytes until the kernel has read them.
   const int64_t n_blocks = n / block_elems;
@@ -237,7 +253,10 @@ absl::StatusOr<bool> GpuBackend::load_weight_on_device(const WeightSource& weigh
     GPU_CHECK(gpuStreamSynchronize(stream_));
     std::memcpy(pinned, raw->data + first * block_bytes, bytes);
     GPU_CHECK(gpuMemcpyAsync(staged, pinned, bytes, gpuMemcpyHostToDevice, stream_));
-    GPU_CHECK(gpu::dequantize_to_bf16(raw->info.dtype, staged, first, count, target, stream_));
+    GPU_CHECK(launch_as(dst.dtype, [&]<typename T>() {
+      const gpu::DequantTarget<T> target{elements<T>(dst), row_elems, head_dim};
+      return gpu::dequantize(raw->info.dtype, staged, first, count, target, stream_);
+    }));
   }
   GPU_CHECK(gpuStreamSynchronize(stream_));
   return true;
@@ -397,45 +416,50 @@ void GpuBackend::begin_graph_step(const StepBatch& batch, int32_t max_context) {
 }
 
 void GpuBackend::embedding(const Tensor& table, const Tensor& out) {
-  if (!check_dtype(table, DType::kBF16, "embedding", "table") ||
-      !check_dtype(out, DType::kBF16, "embedding", "out")) {
+  if (!check_dtype(table, dtype_, "embedding", "table") ||
+      !check_dtype(out, dtype_, "embedding", "out")) {
     return;
   }
-  record(GPU_STATUS(gpu::embedding(bf16_ptr(table), table.dim(0), table.dim(1), step_.token_ids,
-                                   step_.num_tokens, bf16_ptr(out), stream_)));
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::embedding(elements<T>(table), table.dim(0), table.dim(1), step_.token_ids,
+                          step_.num_tokens, elements<T>(out), stream_);
+  })));
 }
 
 void GpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
-  if (!check_dtype(x, DType::kBF16, "rms_norm", "x") ||
-      !check_dtype(w, DType::kBF16, "rms_norm", "w") ||
-      !check_dtype(out, DType::kBF16, "rms_norm", "out")) {
+  if (!check_dtype(x, dtype_, "rms_norm", "x") || !check_dtype(w, dtype_, "rms_norm", "w") ||
+      !check_dtype(out, dtype_, "rms_norm", "out")) {
     return;
   }
-  record(GPU_STATUS(gpu::rms_norm(nullptr, bf16_ptr(x), bf16_ptr(w), x.dim(0), x.dim(1), eps,
-                                  bf16_ptr(out), stream_)));
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::rms_norm<T>(nullptr, elements<T>(x), elements<T>(w), x.dim(0), x.dim(1), eps,
+                            elements<T>(out), stream_);
+  })));
 }
 
 void GpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
                               const Tensor& out) {
-  if (!check_dtype(residual, DType::kBF16, "add_rms_norm", "residual") ||
-      !check_dtype(x, DType::kBF16, "add_rms_norm", "x") ||
-      !check_dtype(w, DType::kBF16, "add_rms_norm", "w") ||
-      !check_dtype(out, DType::kBF16, "add_rms_norm", "out")) {
+  if (!check_dtype(residual, dtype_, "add_rms_norm", "residual") ||
+      !check_dtype(x, dtype_, "add_rms_norm", "x") ||
+      !check_dtype(w, dtype_, "add_rms_norm", "w") ||
+      !check_dtype(out, dtype_, "add_rms_norm", "out")) {
     return;
   }
-  record(GPU_STATUS(gpu::rms_norm(bf16_ptr(residual), bf16_ptr(x), bf16_ptr(w), x.dim(0),
-                                  x.dim(1), eps, bf16_ptr(out), stream_)));
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::rms_norm(elements<T>(residual), elements<T>(x), elements<T>(w), x.dim(0),
+                         x.dim(1), eps, elements<T>(out), stream_);
+  })));
 }
 
 void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
-  if (!check_dtype(x, DType::kBF16, "linear", "x") ||
-      !check_dtype(w, DType::kBF16, "linear", "w")) {
+  if (!check_dtype(x, dtype_, "linear", "x") || !check_dtype(w, dtype_, "linear", "w")) {
     return;
   }
-  gpu::GemmShape shape{x.dim(0), w.dim(0), w.dim(1), gpu::GemmOut::kBF16};
+  const GemmDType dtype = dtype_ == DType::kF16 ? GemmDType::kF16 : GemmDType::kBF16;
+  gpu::GemmShape shape{x.dim(0), w.dim(0), w.dim(1), dtype, dtype};
   if (out.dtype == DType::kF32) {
-    shape.out = gpu::GemmOut::kF32;
-  } else if (!check_dtype(out, DType::kBF16, "linear", "out")) {
+    shape.out = GemmDType::kF32;
+  } else if (!check_dtype(out, dtype_, "linear", "out")) {
     return;
   }
   if (shape.m == 0) return;  // no rows (a step without logits, say): nothing to tune or run
@@ -443,28 +467,30 @@ void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
   const gpu::Gemm::Solution& solution =
       gemm_solutions_ != nullptr ? gemm_solution_cache_.solution(*gemm_, *gemm_solutions_, shape)
                                  : kDefault;
-  record(gemm_->run(solution, shape, bf16_ptr(x), bf16_ptr(w), out.data, stream_));
+  record(gemm_->run(solution, shape, x.data, w.data, out.data, stream_));
 }
 
 void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
                                 const KvLayerView& cache) {
-  if (!check_dtype(qkv, DType::kBF16, "rope_and_cache", "qkv") ||
+  if (!check_dtype(qkv, dtype_, "rope_and_cache", "qkv") ||
       !check_dtype(inv_freq, DType::kF32, "rope_and_cache", "inv_freq") ||
-      !check_dtype(cache.k, DType::kBF16, "rope_and_cache", "k cache") ||
-      !check_dtype(cache.v, DType::kBF16, "rope_and_cache", "v cache")) {
+      !check_dtype(cache.k, dtype_, "rope_and_cache", "k cache") ||
+      !check_dtype(cache.v, dtype_, "rope_and_cache", "v cache")) {
     return;
   }
-  record(GPU_STATUS(gpu::rope_and_cache(bf16_ptr(qkv), inv_freq.as<float>(), step_,
-                                        shape.num_heads, shape.num_kv_heads, shape.head_dim,
-                                        shape.rope_style == RopeStyle::kInterleaved,
-                                        bf16_ptr(cache.k), bf16_ptr(cache.v), stream_)));
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::rope_and_cache(elements<T>(qkv), inv_freq.as<float>(), step_, shape.num_heads,
+                               shape.num_kv_heads, shape.head_dim,
+                               shape.rope_style == RopeStyle::kInterleaved, elements<T>(cache.k),
+                               elements<T>(cache.v), stream_);
+  })));
 }
 
 void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
                            float scale, const Tensor& out) {
-  if (!check_dtype(qkv, DType::kBF16, "attention", "qkv") ||
-      !check_dtype(cache.k, DType::kBF16, "attention", "k cache") ||
-      !check_dtype(out, DType::kBF16, "attention", "out")) {
+  if (!check_dtype(qkv, dtype_, "attention", "qkv") ||
+      !check_dtype(cache.k, dtype_, "attention", "k cache") ||
+      !check_dtype(out, dtype_, "attention", "out")) {
     return;
   }
   if (shape.head_dim > gpu::kMaxHeadDim) {
@@ -472,21 +498,20 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
                                               " exceeds ", gpu::kMaxHeadDim)));
     return;
   }
-  const gpu_bf16* q = bf16_ptr(qkv);
-  const gpu_bf16* k = bf16_ptr(cache.k);
-  const gpu_bf16* v = bf16_ptr(cache.v);
   const int32_t bs = cache.block_size(), h = shape.num_heads, kvh = shape.num_kv_heads,
                 d = shape.head_dim;
   // Decode sequences go to the split-KV kernel when it takes this shape; prefill sequences to the
   // tensor-core kernel when both take it, else everything left to the generic kernel.
   const bool fast_decode = kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
-  if (fast_decode && gpu::prefill_kernel_supported(d)) {
-    record(GPU_STATUS(gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale, /*causal=*/true,
-                                             bf16_ptr(out), stream_)));
-  } else {
-    record(GPU_STATUS(gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale,
-                                             /*skip_decode=*/fast_decode, bf16_ptr(out), stream_)));
-  }
+  const bool fast_prefill = fast_decode && gpu::prefill_kernel_supported(d);
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    const T *q = elements<T>(qkv), *k = elements<T>(cache.k), *v = elements<T>(cache.v);
+    return fast_prefill ? gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale,
+                                                 /*causal=*/true, elements<T>(out), stream_)
+                        : gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale,
+                                                 /*skip_decode=*/fast_decode, elements<T>(out),
+                                                 stream_);
+  })));
   if (!fast_decode || step_.num_decode_seqs == 0) return;
   const gpu::DecodeSplits splits = gpu::plan_decode_splits(step_.num_decode_seqs, kvh,
                                                            step_.max_decode_context, multiprocessors_);
@@ -497,8 +522,11 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
       return;
     }
   }
-  record(GPU_STATUS(gpu::attention_decode(q, k, v, bs, step_, h, kvh, d, scale, splits, decode_part_,
-                                          decode_part_ + parts * d, bf16_ptr(out), stream_)));
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::attention_decode(elements<T>(qkv), elements<T>(cache.k), elements<T>(cache.v), bs,
+                                 step_, h, kvh, d, scale, splits, decode_part_,
+                                 decode_part_ + parts * d, elements<T>(out), stream_);
+  })));
 }
 
 absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {
@@ -517,21 +545,25 @@ absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {
 }
 
 void GpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
-  if (!check_dtype(gate_up, DType::kBF16, "silu_mul", "gate_up") ||
-      !check_dtype(out, DType::kBF16, "silu_mul", "out")) {
+  if (!check_dtype(gate_up, dtype_, "silu_mul", "gate_up") ||
+      !check_dtype(out, dtype_, "silu_mul", "out")) {
     return;
   }
-  record(GPU_STATUS(gpu::silu_mul(bf16_ptr(gate_up), gate_up.dim(0), out.dim(1), bf16_ptr(out),
-                                  stream_)));
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::silu_mul(elements<T>(gate_up), gate_up.dim(0), out.dim(1), elements<T>(out),
+                         stream_);
+  })));
 }
 
 void GpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
-  if (!check_dtype(x, DType::kBF16, "gather_logit_rows", "x") ||
-      !check_dtype(out, DType::kBF16, "gather_logit_rows", "out")) {
+  if (!check_dtype(x, dtype_, "gather_logit_rows", "x") ||
+      !check_dtype(out, dtype_, "gather_logit_rows", "out")) {
     return;
   }
-  record(GPU_STATUS(gpu::gather_rows(bf16_ptr(x), x.dim(1), step_.logits_rows, step_.num_logits,
-                                     bf16_ptr(out), stream_)));
+  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::gather_rows(elements<T>(x), x.dim(1), step_.logits_rows, step_.num_logits,
+                            elements<T>(out), stream_);
+  })));
 }
 
 void GpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,

@@ -1,6 +1,7 @@
-// The GPU backend: bf16 weights, activations and KV cache in device memory, fp32 accumulation,
-// one stream. Ops that cannot return a Status (the Backend seam's void ops) record the first
-// error they meet; synchronize() returns it.
+// The GPU backend: weights, activations and KV cache in device memory in its compute dtype (bf16,
+// or fp16 when chosen at creation), fp32 accumulation, fp32 logits, one stream. Ops that cannot
+// return a Status (the Backend seam's void ops) record the first error they meet; synchronize()
+// returns it.
 #pragma once
 
 #include <cstdint>
@@ -22,11 +23,13 @@ class GpuBackend final : public Backend {
  public:
   // GPUs visible to this process (0 when there is no driver or device).
   static int device_count();
-  static absl::StatusOr<std::unique_ptr<GpuBackend>> create(int device = 0);
+  // `dtype`: the compute dtype, kBF16 or kF16 (InvalidArgument for any other).
+  static absl::StatusOr<std::unique_ptr<GpuBackend>> create(int device = 0,
+                                                            DType dtype = DType::kBF16);
   ~GpuBackend() override;
 
   std::string name() const override { return name_; }
-  DType compute_dtype() const override { return DType::kBF16; }
+  DType compute_dtype() const override { return dtype_; }
 
   absl::StatusOr<DeviceBuffer> allocate(size_t bytes) override;
   void free(void* data) override;
@@ -67,7 +70,7 @@ class GpuBackend final : public Backend {
   uint64_t graph_replays() const { return graph_replays_; }
 
  private:
-  explicit GpuBackend(int device) : device_(device) {}
+  GpuBackend(int device, DType dtype) : device_(device), dtype_(dtype) {}
   absl::Status init();
   // Makes this backend's GPU the calling thread's current device (several GpuBackends of one
   // process share the thread: each entry point that calls the runtime selects its own).
@@ -78,10 +81,11 @@ class GpuBackend final : public Backend {
   // Keeps the first error; later ones are dropped (they usually follow from it).
   void record(absl::Status s);
   bool check_dtype(const Tensor& t, DType want, const char* op, const char* what);
-  // Host fp32 -> device `dst` (bf16 or fp32) through the pinned staging and f32 scratch buffers.
+  // Host fp32 -> device `dst` (fp32, bf16 or fp16) through the pinned staging and f32 scratch
+  // buffers.
   absl::Status upload(const float* src, int64_t n, const Tensor& dst);
   absl::Status ensure_pinned(size_t bytes);
-  // load_weight's device path for a bf16 `dst`: the stored bytes of `name` (a type that
+  // load_weight's device path for a bf16 or fp16 `dst`: the stored bytes of `name` (a type that
   // gpu::dequantizes_on_device, shaped as `dst`) go up in chunks through the pinned staging and
   // the scratch, and are converted on the GPU. False, having done nothing, for any other tensor
   // (the host path converts it then).
@@ -117,6 +121,7 @@ class GpuBackend final : public Backend {
   void drop_graph(StepGraph& g);
 
   int device_;
+  DType dtype_;  // kBF16 or kF16
   std::string name_;
   int multiprocessors_ = 1;
   gpuStream_t stream_ = nullptr;
@@ -126,7 +131,7 @@ class GpuBackend final : public Backend {
   absl::Status error_;
 
   // Staging for weights: pinned host memory (grown to the largest tensor read so far) and a
-  // fixed-size fp32 device scratch that converts chunk by chunk into the bf16 destination.
+  // fixed-size fp32 device scratch that converts chunk by chunk into the 16-bit destination.
   float* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
   float* scratch_ = nullptr;

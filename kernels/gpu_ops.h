@@ -36,43 +36,52 @@ struct DeviceStep {
   int32_t max_decode_context = 0;
 };
 
-gpuError_t f32_to_bf16(const float* src, gpu_bf16* dst, int64_t n, gpuStream_t stream);
+// elementwise.cu, for T = gpu_bf16 and gpu_f16 (gpu.h's element types).
+// dst[i] = src[i] rounded to T (to nearest even).
+template <typename T>
+gpuError_t convert_f32(const float* src, T* dst, int64_t n, gpuStream_t stream);
 // dst[i] = uniform in [lo, hi), from (seed, i): benchmark inputs without a host round trip.
-gpuError_t fill_uniform(gpu_bf16* dst, int64_t n, uint64_t seed, float lo, float hi,
-                        gpuStream_t stream);
-gpuError_t embedding(const gpu_bf16* table, int64_t vocab, int64_t hidden, const int32_t* ids,
-                     int64_t n, gpu_bf16* out, gpuStream_t stream);
+template <typename T>
+gpuError_t fill_uniform(T* dst, int64_t n, uint64_t seed, float lo, float hi, gpuStream_t stream);
+template <typename T>
+gpuError_t embedding(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
+                     T* out, gpuStream_t stream);
 // residual may be null (plain rms_norm); otherwise residual += x first.
-gpuError_t rms_norm(gpu_bf16* residual, const gpu_bf16* x, const gpu_bf16* w, int64_t n,
-                    int64_t hidden, float eps, gpu_bf16* out, gpuStream_t stream);
-gpuError_t silu_mul(const gpu_bf16* gate_up, int64_t n, int64_t inter, gpu_bf16* out,
-                    gpuStream_t stream);
-gpuError_t gather_rows(const gpu_bf16* x, int64_t hidden, const int32_t* rows, int64_t n_rows,
-                       gpu_bf16* out, gpuStream_t stream);
+template <typename T>
+gpuError_t rms_norm(T* residual, const T* x, const T* w, int64_t n, int64_t hidden, float eps,
+                    T* out, gpuStream_t stream);
+template <typename T>
+gpuError_t silu_mul(const T* gate_up, int64_t n, int64_t inter, T* out, gpuStream_t stream);
+template <typename T>
+gpuError_t gather_rows(const T* x, int64_t hidden, const int32_t* rows, int64_t n_rows, T* out,
+                       gpuStream_t stream);
 
 // RoPE on q and k (pairs (i, i + d/2), or (2i, 2i + 1) when `interleaved`), then k and v to the
-// cache at the step's slots (slot < 0: padding, not written).
-gpuError_t rope_and_cache(gpu_bf16* qkv, const float* inv_freq, const DeviceStep& step,
+// cache at the step's slots (slot < 0: padding, not written). The attention launchers below, like
+// the elementwise ones, are built for T = gpu_bf16 and gpu_f16.
+template <typename T>
+gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
                           int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                          bool interleaved, gpu_bf16* k_cache, gpu_bf16* v_cache,
-                          gpuStream_t stream);
+                          bool interleaved, T* k_cache, T* v_cache, gpuStream_t stream);
 
 // Attention. The fast kernels cover head_dim 64 and 128 (prefill: CUDA only; decode: GQA groups
 // up to kMaxDecodeGroup); the generic kernel covers every head_dim up to kMaxHeadDim on both
 // vendors, and with skip_decode leaves single-token sequences to the decode kernel.
 inline constexpr int kMaxHeadDim = 256;
 inline constexpr int kMaxDecodeGroup = 8;
-gpuError_t attention_generic(const gpu_bf16* qkv, const gpu_bf16* k_cache,
-                             const gpu_bf16* v_cache, int32_t block_size, const DeviceStep& step,
-                             int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                             float scale, bool skip_decode, gpu_bf16* out, gpuStream_t stream);
+template <typename T>
+gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                             const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                             int32_t head_dim, float scale, bool skip_decode, T* out,
+                             gpuStream_t stream);
 
 // attention_prefill.cu: the prefill sequences of the step (causal = false only for benchmarks).
 bool prefill_kernel_supported(int32_t head_dim);
-gpuError_t attention_prefill(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                             int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                             int32_t num_kv_heads, int32_t head_dim, float scale, bool causal,
-                             gpu_bf16* out, gpuStream_t stream);
+template <typename T>
+gpuError_t attention_prefill(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                             const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                             int32_t head_dim, float scale, bool causal, T* out,
+                             gpuStream_t stream);
 
 // attention_decode.cu: the decode sequences of the step, split-KV. part_acc holds
 // num_decode_seqs * num_heads * num_splits * head_dim floats, part_ml twice
@@ -85,11 +94,11 @@ inline constexpr int kMaxDecodeSplits = 128;
 DecodeSplits plan_decode_splits(int32_t num_decode_seqs, int32_t num_kv_heads,
                                 int32_t max_context, int32_t multiprocessors);
 bool decode_kernel_supported(int32_t head_dim, int32_t group);
-gpuError_t attention_decode(const gpu_bf16* qkv, const gpu_bf16* k_cache, const gpu_bf16* v_cache,
-                            int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                            int32_t num_kv_heads, int32_t head_dim, float scale,
-                            const DecodeSplits& splits, float* part_acc, float* part_ml,
-                            gpu_bf16* out, gpuStream_t stream);
+template <typename T>
+gpuError_t attention_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                            const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                            int32_t head_dim, float scale, const DecodeSplits& splits,
+                            float* part_acc, float* part_ml, T* out, gpuStream_t stream);
 
 // sampling.cu: tokens[r] = the token of logits row r ([n_rows, vocab] fp32) under rows[r], by
 // the math of runtime/sampling_math.h; one CTA per row. `rows` is host memory: the launcher

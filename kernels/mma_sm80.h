@@ -1,8 +1,11 @@
 // The tensor-core building blocks of the CUDA attention and small-M GEMM kernels: 16-byte
 // cp.async copies into shared memory, the swizzled tile layout they fill, ldmatrix fragment loads
-// and the bf16 m16n8k16 MMA (sm_80 and newer, sm_90a included). PTX, so CUDA only: on ROCm the
-// same roles belong to MFMA, which is not written yet (the kernels say what HIP builds run).
+// and the bf16 and fp16 m16n8k16 MMAs (sm_80 and newer, sm_90a included). PTX, so CUDA only: on
+// ROCm the same roles belong to MFMA, which is not written yet (the kernels say what HIP builds
+// run).
 #pragma once
+
+#include <type_traits>
 
 #include "kernels/gpu.h"
 
@@ -55,6 +58,25 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// The same with fp16 inputs.
+__device__ __forceinline__ void mma_f16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                              uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// The m16n8k16 MMA of element type T (gpu_bf16 or gpu_f16).
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  if constexpr (std::is_same_v<T, gpu_f16>) {
+    mma_f16_16816(c, a, b0, b1);
+  } else {
+    mma_bf16_16816(c, a, b0, b1);
+  }
 }
 
 }  // namespace tessera::gpu::sm80

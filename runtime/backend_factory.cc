@@ -30,6 +30,17 @@ std::string_view backend_kind_name(BackendKind kind) {
   return "auto";
 }
 
+absl::StatusOr<DType> parse_gpu_dtype(std::string_view text) {
+  if (text == "bfloat16" || text == "bf16") return DType::kBF16;
+  if (text == "float16" || text == "fp16") return DType::kF16;
+  return absl::InvalidArgumentError(str_cat(
+      "dtype: \"", text, "\" is not one of bfloat16 (bf16), float16 (fp16)"));
+}
+
+std::string_view gpu_dtype_name(DType dtype) {
+  return dtype == DType::kF16 ? "float16" : "bfloat16";
+}
+
 bool built_with_gpu() {
 #if defined(TESSERA_WITH_GPU)
   return true;
@@ -48,26 +59,45 @@ int visible_gpus() {
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<Backend>> create_gpu_backend(int device) {
+absl::StatusOr<std::unique_ptr<Backend>> create_gpu_backend(int device, DType dtype) {
 #if defined(TESSERA_WITH_GPU)
-  absl::StatusOr<std::unique_ptr<GpuBackend>> gpu = GpuBackend::create(device);
+  absl::StatusOr<std::unique_ptr<GpuBackend>> gpu = GpuBackend::create(device, dtype);
   if (!gpu.ok()) return gpu.status();
   return std::unique_ptr<Backend>(std::move(*gpu));
 #else
+  (void)dtype;
   return absl::FailedPreconditionError(
       "backend: gpu is required but this tessera was built without a GPU backend "
       "(TESSERA_GPU=off); rebuild with -DTESSERA_GPU=cuda or hip, or set backend: cpu");
 #endif
 }
 
+// The CPU backend, unless the options ask for a GPU compute dtype other than the default: the
+// CPU computes in fp32, and an operator who chose float16 expects fp16 numerics and memory, not a
+// silent fp32 run. `why` says how the CPU came to be chosen.
+absl::StatusOr<std::unique_ptr<Backend>> create_cpu_backend(const BackendOptions& options,
+                                                            int device, std::string_view why) {
+  if (options.gpu_dtype != DType::kBF16) {
+    return absl::FailedPreconditionError(str_cat(
+        "dtype: ", gpu_dtype_name(options.gpu_dtype), " is a GPU compute dtype, but ", why,
+        " and the CPU backend computes in float32; set dtype: bfloat16 (the default, which the "
+        "CPU backend ignores) or run on a GPU"));
+  }
+  return std::make_unique<CpuBackend>(options.threads, device);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& options) {
-  if (options.kind == BackendKind::kCpu) return std::make_unique<CpuBackend>(options.threads);
+  if (options.kind == BackendKind::kCpu) {
+    return create_cpu_backend(options, 0, "backend is cpu");
+  }
   const int gpus = visible_gpus();  // 0 in a build without a GPU backend
   if (gpus == 0) {
     if (options.kind == BackendKind::kGpu) {
-      if (!built_with_gpu()) return create_gpu_backend(options.gpu_device);  // says why
+      if (!built_with_gpu()) {
+        return create_gpu_backend(options.gpu_device, options.gpu_dtype);  // says why
+      }
       return absl::FailedPreconditionError(
           "backend: gpu is required but no GPU is visible (no driver, no device, or "
           "CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES hides them); set backend: auto or cpu to run "
@@ -76,14 +106,14 @@ absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& op
     if (built_with_gpu()) {
       spdlog::warn("backend auto: no GPU is visible (no driver or no device); running on the CPU");
     }
-    return std::make_unique<CpuBackend>(options.threads);
+    return create_cpu_backend(options, 0, "backend auto found no GPU");
   }
   if (options.gpu_device < 0 || options.gpu_device >= gpus) {
     return absl::InvalidArgumentError(str_cat("gpu_device: ", options.gpu_device,
                                               " does not exist; ", gpus,
                                               " GPU(s) are visible (0..", gpus - 1, ")"));
   }
-  return create_gpu_backend(options.gpu_device);
+  return create_gpu_backend(options.gpu_device, options.gpu_dtype);
 }
 
 absl::StatusOr<std::vector<DeviceBackend>> create_backends(const BackendOptions& options) {
@@ -127,7 +157,7 @@ absl::StatusOr<std::vector<DeviceBackend>> create_backends(const BackendOptions&
     } else if (i == 0) {
       b = std::move(head);
     } else {
-      TESSERA_ASSIGN_OR_RETURN(b, create_gpu_backend(devices[i]));
+      TESSERA_ASSIGN_OR_RETURN(b, create_gpu_backend(devices[i], options.gpu_dtype));
     }
     out.push_back({devices[i], std::move(b)});
   }

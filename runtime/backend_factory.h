@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
+#include "runtime/model/dtype.h"
 
 namespace tessera {
 
@@ -22,6 +23,9 @@ struct BackendOptions {
   BackendKind kind = BackendKind::kAuto;
   int gpu_device = 0;  // device ordinal for the GPU backend
   int threads = 0;     // CPU backend threads; 0 = every core
+  // The GPU backend's compute dtype for weights, activations and KV cache: kBF16 or kF16. The CPU
+  // backend computes in fp32 and refuses kF16 (a request for fp16 numerics it cannot honour).
+  DType gpu_dtype = DType::kBF16;
   // The devices a model is split over, in pipeline order (create_backends): empty = one device
   // (gpu_device, or the CPU). On the CPU backend the numbers name CPU "devices" that share the
   // host (to test and develop placement without GPUs).
@@ -32,6 +36,11 @@ struct BackendOptions {
 // "auto", "cpu" or "gpu".
 absl::StatusOr<BackendKind> parse_backend_kind(std::string_view text);
 std::string_view backend_kind_name(BackendKind kind);
+
+// The GPU compute dtype named as PyTorch does ("bfloat16", "float16") or short ("bf16", "fp16").
+absl::StatusOr<DType> parse_gpu_dtype(std::string_view text);
+// "bfloat16" or "float16".
+std::string_view gpu_dtype_name(DType dtype);
 
 // Whether this binary was built with a GPU backend (TESSERA_GPU=cuda or hip).
 bool built_with_gpu();

@@ -62,7 +62,7 @@ run_kernels() {
     || { echo "bench kernels: exit $?"; status=1; }
   timeout 120 python3 "$bundle/anchors/bw.py" > "$out/anchor_bw.log" 2>&1 || echo "bw.py: exit $?"
   timeout 240 python3 "$bundle/anchors/bench_attn.py" > "$out/anchor_attn.log" 2>&1 || echo "bench_attn.py: exit $?"
-  grep '^\[ metric \] attention' "$out/gpu_kernel_tests.log" | sed 's/^\[ metric \] //' | sort -t' ' -k6 -g | tail -3
+  grep '^\[ metric \] attention' "$out/gpu_kernel_tests.log" | sed 's/^\[ metric \] //' | sort -t' ' -k8 -g | tail -3
   echo "== anchors"; cat "$out/anchor_bw.log"; cat "$out/anchor_attn.log"
   echo "== tessera bench kernels"; cat "$out/bench_kernels.log"
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/backend_factory.h"
 #include "runtime/placement/device_map.h"
 #include "runtime/tuning/token_buckets.h"
 #include "yaml-cpp/yaml.h"
@@ -246,6 +247,16 @@ const std::vector<KeySpec>& specs() {
                          {"auto", "cpu", "gpu"}));
     s.push_back(int_key("gpu_device", "an integer in [0, 1023]", "GPU ordinal for the GPU backend",
                         &DaemonConfig::gpu_device, 0, 1023));
+    s.push_back({{"dtype", "one of bfloat16 (or bf16), float16 (or fp16)",
+                  "GPU compute dtype of weights, activations and the KV cache (logits stay "
+                  "float32); the CPU backend computes in float32 and refuses float16"},
+                 [](DaemonConfig& c, std::string_view v) {
+                   const absl::StatusOr<DType> dtype = parse_gpu_dtype(v);
+                   if (!dtype.ok()) return false;
+                   c.dtype = std::string(gpu_dtype_name(*dtype));
+                   return true;
+                 },
+                 [](const DaemonConfig& c) { return c.dtype; }});
     s.push_back(int_key("threads", "an integer in [0, 1024] (0 = every core)",
                         "CPU backend threads", &DaemonConfig::threads, 0, 1024));
     s.push_back(string_key("devices", "device ordinals in pipeline order (e.g. 0,1), all, or empty (gpu_device alone)",

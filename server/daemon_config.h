@@ -29,6 +29,7 @@ struct DaemonConfig {
   std::string model_id;  // the id clients name; empty = the model file's name without extension
   std::string backend = "auto";  // auto (GPU if visible, else CPU), cpu, or gpu (required)
   int32_t gpu_device = 0;          // GPU ordinal for the GPU backend
+  std::string dtype = "bfloat16";  // GPU compute dtype: bfloat16 or float16 (CPU: float32)
   int32_t threads = 0;   // CPU backend threads; 0 = every core
 
   // Placement over several devices (docs/architecture.md, "Placement").

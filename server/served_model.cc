@@ -30,9 +30,10 @@ TuningConfig tuning_config(const DaemonConfig& config) {
 
 InstanceOptions instance_options(const DaemonConfig& config) {
   InstanceOptions options;
-  // daemon_config validated the name; parse_backend_kind cannot fail here.
+  // daemon_config validated the names; parse_backend_kind and parse_gpu_dtype cannot fail here.
   options.backend.kind = parse_backend_kind(config.backend).value_or(BackendKind::kAuto);
   options.backend.gpu_device = config.gpu_device;
+  options.backend.gpu_dtype = parse_gpu_dtype(config.dtype).value_or(DType::kBF16);
   options.backend.threads = config.threads;
   // daemon_config validated the placement keys too.
   if (config.devices == "all") {

@@ -26,6 +26,8 @@ constexpr char kUsage[] =
     "      --top-k K, --top-p P, --min-p P, --seed S   sampling (seed: same seed, same output)\n"
     "      --backend B             auto (GPU if visible, else CPU), cpu, or gpu (default auto)\n"
     "      --gpu-device N          GPU ordinal (default 0)\n"
+    "      --dtype D               GPU compute dtype: bfloat16 (bf16) or float16 (fp16)\n"
+    "                              (default bfloat16; the CPU backend computes in float32)\n"
     "      --devices LIST          split the model over these devices, in order (0,1 or all)\n"
     "      --device-map MAP        auto, balanced, balanced_low_0, sequential, or prefix=device,...\n"
     "      --max-memory CAPS       per-device memory caps, e.g. 0=20GiB,1=20GiB\n"
@@ -58,7 +60,7 @@ absl::Status read_sampling(const Args& args, Request& request) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads", "backend", "gpu-device", "devices", "device-map", "max-memory", "micro-batches", "decode-graphs"}, sampling_value_flags()}),
+  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads", "backend", "gpu-device", "dtype", "devices", "device-map", "max-memory", "micro-batches", "decode-graphs"}, sampling_value_flags()}),
                           {"chat", "help"});
   if (!args.ok()) return fail(args.status());
   if (args->has("help")) return print_usage(kUsage);
@@ -78,10 +80,13 @@ int run_command(int argc, char** argv) {
   if (!gpu_device.ok()) return fail(gpu_device.status());
   auto backend = parse_backend_kind(args->get("backend", "auto"));
   if (!backend.ok()) return fail(backend.status());
+  auto dtype = parse_gpu_dtype(args->get("dtype", "bfloat16"));
+  if (!dtype.ok()) return fail(dtype.status());
 
   InstanceOptions options;
   options.backend.kind = *backend;
   options.backend.gpu_device = static_cast<int>(*gpu_device);
+  options.backend.gpu_dtype = *dtype;
   options.backend.threads = static_cast<int>(*threads);
   if (const std::string devices = args->get("devices"); devices == "all") {
     options.backend.all_devices = true;

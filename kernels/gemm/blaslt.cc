@@ -14,10 +14,9 @@ absl::Status MatmulDescriptors::create(const GemmShape& shape) {
   const blasOperation_t ta = BLAS_OP_T, tb = BLAS_OP_N;
   BLAS_CHECK(blasLtMatmulDescSetAttribute(op, BLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   BLAS_CHECK(blasLtMatmulDescSetAttribute(op, BLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  BLAS_CHECK(blasLtMatrixLayoutCreate(&a, BLAS_R_16BF, shape.k, shape.n, shape.k));
-  BLAS_CHECK(blasLtMatrixLayoutCreate(&b, BLAS_R_16BF, shape.k, shape.m, shape.k));
-  BLAS_CHECK(blasLtMatrixLayoutCreate(
-      &d, shape.out == GemmOut::kF32 ? BLAS_R_32F : BLAS_R_16BF, shape.n, shape.m, shape.n));
+  BLAS_CHECK(blasLtMatrixLayoutCreate(&a, blas_input_type(shape), shape.k, shape.n, shape.k));
+  BLAS_CHECK(blasLtMatrixLayoutCreate(&b, blas_input_type(shape), shape.k, shape.m, shape.k));
+  BLAS_CHECK(blasLtMatrixLayoutCreate(&d, blas_output_type(shape), shape.n, shape.m, shape.n));
   return absl::OkStatus();
 }
 

@@ -26,6 +26,7 @@ using blasOperation_t = hipblasOperation_t;
 #define BLAS_COMPUTE_32F HIPBLAS_COMPUTE_32F
 #define BLAS_R_32F HIP_R_32F
 #define BLAS_R_16BF HIP_R_16BF
+#define BLAS_R_16F HIP_R_16F
 #define BLASLT_MATMUL_DESC_TRANSA HIPBLASLT_MATMUL_DESC_TRANSA
 #define BLASLT_MATMUL_DESC_TRANSB HIPBLASLT_MATMUL_DESC_TRANSB
 #define BLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
@@ -58,6 +59,7 @@ using blasOperation_t = cublasOperation_t;
 #define BLAS_COMPUTE_32F CUBLAS_COMPUTE_32F
 #define BLAS_R_32F CUDA_R_32F
 #define BLAS_R_16BF CUDA_R_16BF
+#define BLAS_R_16F CUDA_R_16F
 #define BLASLT_MATMUL_DESC_TRANSA CUBLASLT_MATMUL_DESC_TRANSA
 #define BLASLT_MATMUL_DESC_TRANSB CUBLASLT_MATMUL_DESC_TRANSB
 #define BLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
@@ -89,6 +91,14 @@ using blasLtMatmulAlgo_t = cublasLtMatmulAlgo_t;
   } while (0)
 
 namespace tessera::gpu {
+
+// The library's element types of a shape: its inputs (A = w, B = x) and its output (C and D).
+inline auto blas_input_type(const GemmShape& shape) {
+  return shape.dtype == GemmDType::kF16 ? BLAS_R_16F : BLAS_R_16BF;
+}
+inline auto blas_output_type(const GemmShape& shape) {
+  return shape.out == GemmDType::kF32 ? BLAS_R_32F : blas_input_type(shape);
+}
 
 // The operation and matrix layouts of one linear-layer GEMM, destroyed however a call ends.
 // Column-major, as the library reads it: out^T[n, m] = w^T x^T, A = w (k x n, transposed),

@@ -30,9 +30,6 @@ const blasLtMatmulAlgo_t& algo_of(const BlasAlgo& a) {
   return *reinterpret_cast<const blasLtMatmulAlgo_t*>(a.storage.data());
 }
 
-// The output type of the shape, for the library's type arguments (C and D alike).
-auto out_type(const GemmShape& shape) { return shape.out == GemmOut::kF32 ? BLAS_R_32F : BLAS_R_16BF; }
-
 // The heuristic's list for `shape`, in the library's order (fastest estimate first).
 absl::StatusOr<std::vector<blasLtMatmulHeuristicResult_t>> heuristic_list(
     blasLtHandle_t handle, const MatmulDescriptors& d, size_t workspace_bytes) {
@@ -155,8 +152,9 @@ absl::StatusOr<LtConfig> config_of(const cublasLtMatmulAlgo_t& algo) {
 
 absl::Status init_algo(cublasLtHandle_t handle, const GemmShape& shape, int32_t id,
                        cublasLtMatmulAlgo_t* algo) {
-  BLAS_CHECK(cublasLtMatmulAlgoInit(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF,
-                                    CUDA_R_16BF, out_type(shape), out_type(shape), id, algo));
+  BLAS_CHECK(cublasLtMatmulAlgoInit(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, blas_input_type(shape),
+                                    blas_input_type(shape), blas_output_type(shape),
+                                    blas_output_type(shape), id, algo));
   return absl::OkStatus();
 }
 
@@ -263,11 +261,12 @@ absl::StatusOr<AlgoSpace> space_of(cublasLtHandle_t handle, const GemmShape& sha
   TESSERA_ASSIGN_OR_RETURN(const uint32_t swizzle,
                            cap_value<uint32_t>(algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT));
   s.splits.emplace_back(1, CUBLASLT_REDUCTION_SCHEME_NONE);
-  // With bf16 output, only the fp32 (compute type) reduction: the in-place and output-type ones
-  // sum the split-K partials in bf16, and on an H100 they failed the numerics check against
-  // Default (21 of 277 candidates of a 4096x4096 decode GEMM) -- tuning time spent on losers.
+  // With 16-bit output, only the fp32 (compute type) reduction: the in-place and output-type ones
+  // sum the split-K partials in the 16-bit type, and on an H100 they failed the numerics check
+  // against Default (bf16: 21 of 277 candidates of a 4096x4096 decode GEMM) -- tuning time spent
+  // on losers.
   std::vector<uint32_t> schemes = {CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE};
-  if (shape.out == GemmOut::kF32) {
+  if (shape.out == GemmDType::kF32) {
     schemes.insert(schemes.begin(), CUBLASLT_REDUCTION_SCHEME_INPLACE);
     schemes.push_back(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
   }
@@ -318,8 +317,9 @@ absl::StatusOr<std::vector<std::pair<std::string, CandidateOrigin>>> blaslt_cand
   // hipBLASLt's whole solution list for the types, as PyTorch TunableOp tunes over it.
   std::vector<hipblasLtMatmulHeuristicResult_t> all;
   BLAS_CHECK(hipblaslt_ext::getAllAlgos(handle, hipblaslt_ext::GemmType::HIPBLASLT_GEMM, BLAS_OP_T,
-                                        BLAS_OP_N, BLAS_R_16BF, BLAS_R_16BF, out_type(shape),
-                                        out_type(shape), BLAS_COMPUTE_32F, all));
+                                        BLAS_OP_N, blas_input_type(shape), blas_input_type(shape),
+                                        blas_output_type(shape), blas_output_type(shape),
+                                        BLAS_COMPUTE_32F, all));
   for (auto& r : all) keep(r.algo, CandidateOrigin::kEnumerated);
   return out;
 }
@@ -388,9 +388,10 @@ absl::StatusOr<std::vector<std::pair<std::string, CandidateOrigin>>> blaslt_cand
 
   int ids[kMaxAlgoIds];
   int n_ids = 0;
-  BLAS_CHECK(cublasLtMatmulAlgoGetIds(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF,
-                                      CUDA_R_16BF, out_type(shape), out_type(shape), kMaxAlgoIds,
-                                      ids, &n_ids));
+  BLAS_CHECK(cublasLtMatmulAlgoGetIds(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F,
+                                      blas_input_type(shape), blas_input_type(shape),
+                                      blas_output_type(shape), blas_output_type(shape),
+                                      kMaxAlgoIds, ids, &n_ids));
   std::vector<AlgoSpace> spaces;
   for (int i = 0; i < n_ids; ++i) {
     // An id whose capabilities cannot be read is skipped: the others are still candidates.

@@ -28,6 +28,11 @@ std::string smallm_name(std::string_view token, int splits) {
   return str_cat(kSmallMPrefix, token, "_splitk", splits);
 }
 
+// Whether tessera's small-M kernels take `shape`: they read bf16 operands.
+bool smallm_takes(const GemmShape& shape) {
+  return shape.dtype == GemmDType::kBF16 && smallm_shape_supported(shape.m, shape.n, shape.k);
+}
+
 // The largest power of two (up to 256) that divides the address.
 uint32_t alignment_of(const void* p) {
   uint32_t a = 256;
@@ -61,7 +66,7 @@ absl::StatusOr<std::vector<Gemm::Candidate>> Gemm::candidates(const GemmShape& s
   std::vector<Candidate> out = {{"Default", CandidateOrigin::kDefault}};
   TESSERA_ASSIGN_OR_RETURN(auto library, blaslt_candidates(handle_, shape, workspace_bytes_));
   for (auto& [name, origin] : library) out.push_back({std::move(name), origin});
-  if (smallm_shape_supported(shape.m, shape.n, shape.k)) {
+  if (smallm_takes(shape)) {
     for (const SmallMName& kernel : kSmallMNames) {
       if (!smallm_kernel_available(kernel.kernel)) continue;
       for (int splits : kSmallMSplits) {
@@ -91,11 +96,12 @@ absl::StatusOr<Gemm::Solution> Gemm::resolve(const GemmShape& shape, std::string
         if (!smallm_kernel_available(kernel.kernel)) {
           return absl::NotFoundError(str_cat(name, " is not built for this GPU vendor"));
         }
-        if (!smallm_shape_supported(shape.m, shape.n, shape.k) ||
+        if (!smallm_takes(shape) ||
             smallm_workspace_floats(shape.m, shape.n, splits) * sizeof(float) > workspace_bytes_) {
-          return absl::NotFoundError(str_cat(name, " cannot run m=", shape.m, " n=", shape.n,
-                                             " k=", shape.k, " (it takes m <= ", kSmallMMaxTokens,
-                                             ", k a multiple of 8, partials within the workspace)"));
+          return absl::NotFoundError(str_cat(
+              name, " cannot run ", gemm_dtype_name(shape.dtype), " m=", shape.m, " n=", shape.n,
+              " k=", shape.k, " (it takes BFloat16, m <= ", kSmallMMaxTokens,
+              ", k a multiple of 8, partials within the workspace)"));
         }
         s.kind = Solution::Kind::kSmallM;
         s.smallm = kernel.kernel;
@@ -112,9 +118,9 @@ struct Gemm::Plan {
   blasLtMatmulAlgo_t default_algo{};
 };
 
-absl::StatusOr<const Gemm::Plan*> Gemm::plan(const GemmShape& shape, const gpu_bf16* x,
-                                             const gpu_bf16* w, const void* out) {
-  const PlanKey key{shape.m,        shape.n,        shape.k,         shape.out,
+absl::StatusOr<const Gemm::Plan*> Gemm::plan(const GemmShape& shape, const void* x, const void* w,
+                                             const void* out) {
+  const PlanKey key{shape.m,         shape.n,         shape.k,          shape.dtype, shape.out,
                     alignment_of(x), alignment_of(w), alignment_of(out)};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto p = std::make_unique<Plan>();
@@ -145,20 +151,22 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const GemmShape& shape, const gpu_b
   BLAS_CHECK(blasLtMatmulAlgoGetHeuristic(static_cast<blasLtHandle_t>(handle_), p->d.op, p->d.a,
                                           p->d.b, p->d.d, p->d.d, pref, 1, &result, &found));
   if (found == 0) {
-    return absl::InternalError(str_cat(BLAS_LIB " has no algorithm for bf16 GEMM m=", shape.m,
+    return absl::InternalError(str_cat(BLAS_LIB " has no algorithm for ",
+                                       gemm_dtype_name(shape.dtype), " GEMM m=", shape.m,
                                        " n=", shape.n, " k=", shape.k));
   }
   p->default_algo = result.algo;
   return plans_.emplace(key, std::move(p)).first->second.get();
 }
 
-absl::Status Gemm::run(const Solution& solution, const GemmShape& shape, const gpu_bf16* x,
-                       const gpu_bf16* w, void* out, gpuStream_t stream) {
+absl::Status Gemm::run(const Solution& solution, const GemmShape& shape, const void* x,
+                       const void* w, void* out, gpuStream_t stream) {
   if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0) return absl::OkStatus();
+  // resolve() gives small-M solutions for bf16 shapes only.
   if (solution.kind == Solution::Kind::kSmallM && alignment_of(x) >= 16 && alignment_of(w) >= 16) {
-    GPU_CHECK(smallm_linear(solution.smallm, solution.splits, x, w, out,
-                            shape.out == GemmOut::kF32, shape.m, shape.n, shape.k,
-                            static_cast<float*>(workspace_), stream));
+    GPU_CHECK(smallm_linear(solution.smallm, solution.splits, static_cast<const gpu_bf16*>(x),
+                            static_cast<const gpu_bf16*>(w), out, shape.out == GemmDType::kF32,
+                            shape.m, shape.n, shape.k, static_cast<float*>(workspace_), stream));
     return absl::OkStatus();
   }
   TESSERA_ASSIGN_OR_RETURN(const Plan* p, plan(shape, x, w, out));
@@ -173,8 +181,8 @@ absl::Status Gemm::run(const Solution& solution, const GemmShape& shape, const g
   return run_blaslt(*p, algo, x, w, out, stream);
 }
 
-absl::Status Gemm::run_blaslt(const Plan& p, const void* algo, const gpu_bf16* x,
-                              const gpu_bf16* w, void* out, gpuStream_t stream) {
+absl::Status Gemm::run_blaslt(const Plan& p, const void* algo, const void* x, const void* w,
+                              void* out, gpuStream_t stream) {
   const float alpha = 1.0f, beta = 0.0f;
   BLAS_CHECK(blasLtMatmul(static_cast<blasLtHandle_t>(handle_), p.d.op, &alpha, w, p.d.a, x,
                           p.d.b, &beta, out, p.d.d, out, p.d.d,

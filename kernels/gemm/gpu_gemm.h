@@ -1,11 +1,12 @@
 // The BLAS seam of the GPU backend: row-major out[m, n] = x[m, k] @ w[n, k]^T (gemm_shape.h), bf16
-// inputs, fp32 accumulation, bf16 or fp32 output, run by a named solution:
+// or fp16 inputs, fp32 accumulation, output of the input type or fp32, run by a named solution:
 //
 //   "Default"                         the library heuristic's pick for the call (cuBLASLt on
 //                                     CUDA, hipBLASLt on ROCm), as before tuning existed
 //   "lt_..." / "hipblaslt_sol..."     one library algorithm (blaslt_algos.h)
 //   "tessera_smallm_{mma16,mma32,mma64,line16,fma}_splitk{1,2,4,8}"
-//                                     tessera's own kernels for m <= 16 (smallm_gemm.h)
+//                                     tessera's own kernels for m <= 16 (smallm_gemm.h; bf16
+//                                     inputs only)
 //
 // candidates() lists the solutions of a shape; resolve() turns a name into a Solution once (parse
 // and library check), so that run() does neither per call.
@@ -51,15 +52,17 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // "Default" first, then the library's (heuristic list, then enumerated), then tessera's own
-  // kernels where the shape suits them (m <= 16, k % 8 == 0, split-K partials fit the workspace).
+  // kernels where the shape suits them (bf16, m <= 16, k % 8 == 0, split-K partials fit the
+  // workspace).
   absl::StatusOr<std::vector<Candidate>> candidates(const GemmShape& shape);
   // The solution `name` for `shape`: InvalidArgument for a name that does not parse, NotFound for
   // one that cannot run the shape (library check, workspace, kernel not built, shape).
   absl::StatusOr<Solution> resolve(const GemmShape& shape, std::string_view name);
-  // Runs `solution`, resolved for `shape`. Where the operands are less aligned than the solution
-  // needs (a row view of a tensor, say; tuning used whole buffers), the call runs Default.
-  absl::Status run(const Solution& solution, const GemmShape& shape, const gpu_bf16* x,
-                   const gpu_bf16* w, void* out, gpuStream_t stream);
+  // Runs `solution`, resolved for `shape`, on x and w of shape.dtype. Where the operands are less
+  // aligned than the solution needs (a row view of a tensor, say; tuning used whole buffers), the
+  // call runs Default.
+  absl::Status run(const Solution& solution, const GemmShape& shape, const void* x, const void* w,
+                   void* out, gpuStream_t stream);
 
   // The library's version, for the tuning results file's validators.
   std::string library_version() const;
@@ -70,16 +73,16 @@ class Gemm {
   struct Plan;
   struct PlanKey {
     int64_t m, n, k;
-    GemmOut out;
+    GemmDType dtype, out;
     uint32_t align_x, align_w, align_out;
     friend auto operator<=>(const PlanKey&, const PlanKey&) = default;
   };
 
   Gemm() = default;
-  absl::StatusOr<const Plan*> plan(const GemmShape& shape, const gpu_bf16* x, const gpu_bf16* w,
+  absl::StatusOr<const Plan*> plan(const GemmShape& shape, const void* x, const void* w,
                                    const void* out);
-  absl::Status run_blaslt(const Plan& plan, const void* algo, const gpu_bf16* x,
-                          const gpu_bf16* w, void* out, gpuStream_t stream);
+  absl::Status run_blaslt(const Plan& plan, const void* algo, const void* x, const void* w,
+                          void* out, gpuStream_t stream);
 
   // A step's GEMMs repeat a few shapes: building descriptors and asking the heuristic on every
   // call costs more host time than the launch (the engine thread's hot path).

@@ -19,6 +19,14 @@ size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 size_t dtype_bytes(GemmDType t) { return t == GemmDType::kF32 ? 4 : 2; }
 
+// `n` seeded uniform values in [lo, hi) of `dtype` (kBF16 or kF16) at `dst`.
+gpuError_t fill_operand(GemmDType dtype, void* dst, int64_t n, uint64_t seed, float lo, float hi,
+                        gpuStream_t stream) {
+  return dtype == GemmDType::kF16
+             ? fill_uniform(static_cast<gpu_f16*>(dst), n, seed, lo, hi, stream)
+             : fill_uniform(static_cast<gpu_bf16*>(dst), n, seed, lo, hi, stream);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GpuTunableGemm>> GpuTunableGemm::create(int device) {
@@ -103,11 +111,13 @@ absl::Status GpuTunableGemm::prepare(const GemmSignature& sig, int copies) {
     GPU_CHECK(gpuMalloc(&o.base, w_bytes + x_bytes + align_up(out_bytes)));
     copies_.push_back(o);  // owned from here: release() frees it on any later error
     Operands& op = copies_.back();
-    op.w = static_cast<gpu_bf16*>(op.base);
-    op.x = reinterpret_cast<gpu_bf16*>(static_cast<char*>(op.base) + w_bytes);
+    op.w = op.base;
+    op.x = static_cast<char*>(op.base) + w_bytes;
     op.out = static_cast<char*>(op.base) + w_bytes + x_bytes;
-    GPU_CHECK(fill_uniform(op.w, static_cast<int64_t>(w_elems), kSeedW, -w_max, w_max, stream_));
-    GPU_CHECK(fill_uniform(op.x, static_cast<int64_t>(x_elems), kSeedX, -1.0f, 1.0f, stream_));
+    GPU_CHECK(fill_operand(shape.dtype, op.w, static_cast<int64_t>(w_elems), kSeedW, -w_max, w_max,
+                           stream_));
+    GPU_CHECK(fill_operand(shape.dtype, op.x, static_cast<int64_t>(x_elems), kSeedX, -1.0f, 1.0f,
+                           stream_));
     GPU_CHECK(gpuMemsetAsync(op.out, 0xff, out_bytes, stream_));
   }
   GPU_CHECK(gpuStreamSynchronize(stream_));
@@ -146,14 +156,17 @@ absl::StatusOr<std::vector<float>> GpuTunableGemm::output(int copy) {
   // signature's C with ldc = out features, as the interface wants it.
   const size_t count = static_cast<size_t>(shape_.m) * shape_.n;
   std::vector<float> values(count);
-  if (shape_.out == GemmOut::kF32) {
+  if (shape_.out == GemmDType::kF32) {
     GPU_CHECK(gpuMemcpyAsync(values.data(), o.out, count * 4, gpuMemcpyDeviceToHost, stream_));
     GPU_CHECK(gpuStreamSynchronize(stream_));
   } else {
     std::vector<uint16_t> raw(count);
     GPU_CHECK(gpuMemcpyAsync(raw.data(), o.out, count * 2, gpuMemcpyDeviceToHost, stream_));
     GPU_CHECK(gpuStreamSynchronize(stream_));
-    for (size_t i = 0; i < count; ++i) values[i] = bf16_to_float(raw[i]);
+    const bool f16 = shape_.out == GemmDType::kF16;
+    for (size_t i = 0; i < count; ++i) {
+      values[i] = f16 ? half_to_float(raw[i]) : bf16_to_float(raw[i]);
+    }
   }
   GPU_CHECK(gpuMemsetAsync(o.out, 0xff, count * shape_.out_element_bytes(), stream_));
   return values;

@@ -39,7 +39,7 @@ class GpuTunableGemm final : public TunableGemm {
   size_t cache_bytes() const override { return l2_bytes_; }
   absl::Status prepare(const GemmSignature& sig, int copies) override;
   absl::Status run(std::string_view solution, int copy) override;
-  // Also poisons C (all bits set: NaN in bf16 and fp32) after reading it, so that the next
+  // Also poisons C (all bits set: NaN in bf16, fp16 and fp32) after reading it, so that the next
   // output() sees only what a later run() wrote.
   absl::StatusOr<std::vector<float>> output(int copy) override;
   absl::StatusOr<double> time_ms(std::string_view solution, int64_t iterations) override;
@@ -52,11 +52,12 @@ class GpuTunableGemm final : public TunableGemm {
   absl::StatusOr<const Gemm::Solution*> solution(std::string_view name);
   absl::Status check_copy(int copy) const;
 
-  // One operand set in one allocation: w [n, k], x [m, k], out [m, n] (the prepared shape).
+  // One operand set in one allocation: w [n, k], x [m, k] (both of the prepared shape's dtype),
+  // out [m, n].
   struct Operands {
     void* base = nullptr;
-    gpu_bf16* w = nullptr;
-    gpu_bf16* x = nullptr;
+    void* w = nullptr;
+    void* x = nullptr;
     void* out = nullptr;
   };
 

@@ -1,7 +1,8 @@
 // Weights converted on the GPU (kernels/dequant_gpu.h, GpuBackend::load_weight's device path)
-// against the host: for every type the device converts, random stored blocks must come out as
-// runtime/model/dequant.h's fp32 rounded to bf16, bit for bit (the kernels repeat the host's
-// operations without fused multiply-adds, and both roundings to bf16 are to nearest even), over
+// against the host, into each 16-bit destination type (bf16, fp16: a backend of that compute
+// dtype): for every type the device converts, random stored blocks must come out as
+// runtime/model/dequant.h's fp32 rounded to the destination type, bit for bit (the kernels repeat
+// the host's operations without fused multiply-adds, and both roundings are to nearest even), over
 // row counts, chunkings that split rows, the q/k row permutation and row-range destinations;
 // load_weight must give what the host path gives (read_f32, uploaded and rounded on the device)
 // for every type, across several staging chunks, and for every tensor of the default model.
@@ -40,7 +41,7 @@ constexpr DType kDeviceTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DTyp
 constexpr DType kHostTypes[] = {DType::kF64, DType::kI8,  DType::kI16,
                                 DType::kI32, DType::kI64, DType::kQ8_1};
 
-constexpr uint16_t kPoison = 0xffff;  // a bf16 NaN: what an unwritten element still holds
+constexpr uint16_t kPoison = 0xffff;  // a bf16 and fp16 NaN: what an unwritten element still holds
 
 const DTypeTraits& traits_of(DType t) {
   return *dtype_traits(static_cast<uint32_t>(t));
@@ -118,8 +119,13 @@ std::vector<uint8_t> random_blocks(DType type, int64_t n_blocks, std::mt19937& r
     }
   }
   if (type == DType::kF32) {
+    // bf16's: ties to even both ways, overflow to inf, subnormals. fp16's: ties to even both ways
+    // (1 + 2^-11, 1 + 3 * 2^-11), the overflow boundary (65520 -> inf, just below -> 65504), ties
+    // at its subnormal end (2^-25 -> 0, 3 * 2^-26 -> 2^-24), its smallest normal.
     const uint32_t cases[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0xff7fffffu, 0x00000001u,
-                              0x00008000u, 0x00018000u, 0x807fffffu, 0x80000000u, 0x7f800000u};
+                              0x00008000u, 0x00018000u, 0x807fffffu, 0x80000000u, 0x7f800000u,
+                              0x3f801000u, 0x3f803000u, 0x477ff000u, 0xc77fefffu, 0x33000000u,
+                              0x33400000u, 0x38800000u};
     const size_t n = std::min(std::size(cases), static_cast<size_t>(n_blocks));
     std::memcpy(b.data(), cases, n * 4);
   }
@@ -179,7 +185,7 @@ Mismatch compare_bits(const std::vector<uint16_t>& got, const std::vector<uint16
 
 std::string describe(const Mismatch& m, int64_t row_elems) {
   return str_cat(m.count, " elements differ; first at row ", m.first / row_elems, " column ",
-                 m.first % row_elems, ": got bf16 0x", absl::Hex(m.got), ", want 0x",
+                 m.first % row_elems, ": got 0x", absl::Hex(m.got), ", want 0x",
                  absl::Hex(m.want));
 }
 
@@ -265,16 +271,34 @@ class CountingWeights final : public WeightSource {
   mutable int read_f32_calls_ = 0;
 };
 
-class GpuDequantTest : public ::testing::Test {
+// Parameter: the destination's dtype, the backend's compute dtype.
+class GpuDequantTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
     if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
-    GpuBackend* backend = suite_gpu_backend<GpuDequantTest>();
+    dtype_ = GetParam();
+    GpuBackend* backend = suite_gpu_backend<GpuDequantTest>(dtype_);
     ASSERT_NE(backend, nullptr);
     gpu_ = backend;
   }
 
-  // A device buffer of `bytes`, every byte 0xff (bf16 elements read kPoison).
+  // f rounded to the destination type (to nearest even), as bits.
+  uint16_t to_bits(float f) const {
+    return dtype_ == DType::kF16 ? float_to_half(f) : float_to_bf16(f);
+  }
+
+  // gpu::dequantize into `dst` (the destination type) with the target's other fields.
+  gpuError_t dequantize(DType type, const uint8_t* src, int64_t first_block, int64_t n_blocks,
+                        void* dst, int64_t row_elems, int64_t qk_head_dim) {
+    if (dtype_ == DType::kF16) {
+      const gpu::DequantTarget<gpu_f16> t{static_cast<gpu_f16*>(dst), row_elems, qk_head_dim};
+      return gpu::dequantize(type, src, first_block, n_blocks, t, gpu_->stream());
+    }
+    const gpu::DequantTarget<gpu_bf16> t{static_cast<gpu_bf16*>(dst), row_elems, qk_head_dim};
+    return gpu::dequantize(type, src, first_block, n_blocks, t, gpu_->stream());
+  }
+
+  // A device buffer of `bytes`, every byte 0xff (16-bit elements read kPoison).
   DeviceBuffer poisoned(size_t bytes) {
     auto buf = gpu_->allocate(bytes);
     EXPECT_TRUE(buf.ok()) << buf.status();
@@ -295,14 +319,14 @@ class GpuDequantTest : public ::testing::Test {
     return *std::move(buf);
   }
 
-  std::vector<uint16_t> download_bf16(const void* data, int64_t n) {
+  std::vector<uint16_t> download_bits(const void* data, int64_t n) {
     std::vector<uint16_t> out(static_cast<size_t>(n));
     gpu_->copy_to_host(out.data(), data, out.size() * 2);
     EXPECT_TRUE(gpu_->synchronize().ok());
     return out;
   }
 
-  // What the host path of load_weight leaves in `dst` (bf16): read_f32, uploaded and rounded on
+  // What the host path of load_weight leaves in `dst` (16-bit): read_f32, uploaded and rounded on
   // the device.
   void load_on_host_path(const WeightSource& w, const std::string& name, const Tensor& dst) {
     std::vector<float> f(static_cast<size_t>(dst.numel()));
@@ -314,28 +338,29 @@ class GpuDequantTest : public ::testing::Test {
   }
 
   GpuBackend* gpu_ = nullptr;
+  DType dtype_ = DType::kBF16;
   std::mt19937 rng_{20240611};
 };
 
-TEST_F(GpuDequantTest, CoversTheBlockTypesAndLeavesTheRest) {
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuDequantTest, ::testing::Values(DType::kBF16, DType::kF16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return info.param == DType::kF16 ? "f16" : "bf16";
+                         });
+
+TEST_P(GpuDequantTest, CoversTheBlockTypesAndLeavesTheRest) {
   for (DType t : kDeviceTypes) EXPECT_TRUE(gpu::dequantizes_on_device(t)) << dtype_name(t);
   for (DType t : kHostTypes) {
     EXPECT_FALSE(gpu::dequantizes_on_device(t)) << dtype_name(t);
-    gpu::DequantTarget target{nullptr, 32, 0};
-    EXPECT_EQ(gpu::dequantize_to_bf16(t, nullptr, 0, 1, target, gpu_->stream()),
-              gpuErrorInvalidValue)
-        << dtype_name(t);
+    EXPECT_EQ(dequantize(t, nullptr, 0, 1, nullptr, 32, 0), gpuErrorInvalidValue) << dtype_name(t);
   }
   // A row length that is not a whole number of blocks is refused, not half-converted.
-  gpu::DequantTarget ragged{nullptr, 48, 0};
-  EXPECT_EQ(gpu::dequantize_to_bf16(DType::kQ4_0, nullptr, 0, 1, ragged, gpu_->stream()),
-            gpuErrorInvalidValue);
+  EXPECT_EQ(dequantize(DType::kQ4_0, nullptr, 0, 1, nullptr, 48, 0), gpuErrorInvalidValue);
 }
 
 // The kernels themselves, type by type: [rows, blocks_per_row blocks] written into the middle of
 // a poisoned buffer (a row range of a fused weight), in one launch or in chunks of 5 blocks
 // (which split rows), with and without the q/k row permutation.
-TEST_F(GpuDequantTest, EveryTypeMatchesHostDequantBitForBit) {
+TEST_P(GpuDequantTest, EveryTypeMatchesHostDequantBitForBit) {
   constexpr int64_t kRowsBefore = 2, kRowsAfter = 3;
   int cases = 0;
   for (DType type : kDeviceTypes) {
@@ -353,23 +378,22 @@ TEST_F(GpuDequantTest, EveryTypeMatchesHostDequantBitForBit) {
           std::vector<uint16_t> want(
               static_cast<size_t>((kRowsBefore + rows + kRowsAfter) * row_elems), kPoison);
           for (size_t i = 0; i < f.size(); ++i)
-            want[kRowsBefore * row_elems + i] = float_to_bf16(f[i]);
+            want[kRowsBefore * row_elems + i] = to_bits(f[i]);
           const DeviceBuffer src = upload_bytes(bytes);
           for (int64_t chunk : {n_blocks, int64_t{5}}) {
             SCOPED_TRACE(str_cat(dtype_name(type), ": ", rows, " rows of ", blocks_per_row,
                                  " blocks, head_dim ", head_dim, ", chunks of ", chunk, " blocks"));
             const DeviceBuffer out = poisoned(want.size() * 2);
-            const gpu::DequantTarget target{
-                static_cast<gpu_bf16*>(out.data()) + kRowsBefore * row_elems, row_elems, head_dim};
+            uint16_t* dst = static_cast<uint16_t*>(out.data()) + kRowsBefore * row_elems;
             for (int64_t first = 0; first < n_blocks; first += chunk) {
               const int64_t count = std::min(chunk, n_blocks - first);
-              ASSERT_EQ(gpu::dequantize_to_bf16(type,
-                                                static_cast<const uint8_t*>(src.data()) +
-                                                    first * static_cast<int64_t>(t.block_bytes),
-                                                first, count, target, gpu_->stream()),
+              ASSERT_EQ(dequantize(type,
+                                   static_cast<const uint8_t*>(src.data()) +
+                                       first * static_cast<int64_t>(t.block_bytes),
+                                   first, count, dst, row_elems, head_dim),
                         gpuSuccess);
             }
-            const Mismatch m = compare_bits(download_bf16(out.data(), want.size()), want);
+            const Mismatch m = compare_bits(download_bits(out.data(), want.size()), want);
             EXPECT_EQ(m.count, 0) << describe(m, row_elems);
             ++cases;
           }
@@ -382,9 +406,9 @@ TEST_F(GpuDequantTest, EveryTypeMatchesHostDequantBitForBit) {
 
 // load_weight through the backend: per type a matrix, a q/k-permuted matrix and a vector, loaded
 // into row ranges of one poisoned fused tensor, equal bit for bit to the host path; device types
-// must not have called read_f32, host types must have (and still load right). A bf16 tensor
+// must not have called read_f32, host types must have (and still load right). A tensor
 // stored as F32 into an fp32 destination takes the host path too.
-TEST_F(GpuDequantTest, LoadWeightMatchesHostPathForEveryType) {
+TEST_P(GpuDequantTest, LoadWeightMatchesHostPathForEveryType) {
   std::vector<DType> types(std::begin(kDeviceTypes), std::end(kDeviceTypes));
   types.insert(types.end(), std::begin(kHostTypes), std::end(kHostTypes) - 1);  // not Q8_1
   for (DType type : types) {
@@ -405,26 +429,26 @@ TEST_F(GpuDequantTest, LoadWeightMatchesHostPathForEveryType) {
     const int64_t fused_rows = 1 + plain_rows + qk_rows + 1;
     const size_t fused_bytes = static_cast<size_t>(fused_rows * cols) * 2;
     DeviceBuffer got_buf = poisoned(fused_bytes), want_buf = poisoned(fused_bytes);
-    const Tensor got(got_buf.data(), DType::kBF16, {fused_rows, cols});
-    const Tensor want(want_buf.data(), DType::kBF16, {fused_rows, cols});
+    const Tensor got(got_buf.data(), dtype_, {fused_rows, cols});
+    const Tensor want(want_buf.data(), dtype_, {fused_rows, cols});
     ASSERT_TRUE(gpu_->load_weight(w, "plain", got.rows(1, plain_rows)).ok());
     ASSERT_TRUE(gpu_->load_weight(w, "qk", got.rows(1 + plain_rows, qk_rows)).ok());
     EXPECT_EQ(w.read_f32_calls(), on_device ? 0 : 2);
     load_on_host_path(w, "plain", want.rows(1, plain_rows));
     load_on_host_path(w, "qk", want.rows(1 + plain_rows, qk_rows));
     Mismatch m =
-        compare_bits(download_bf16(got.data, got.numel()), download_bf16(want.data, want.numel()));
+        compare_bits(download_bits(got.data, got.numel()), download_bits(want.data, want.numel()));
     EXPECT_EQ(m.count, 0) << describe(m, cols);
 
     DeviceBuffer vgot_buf = poisoned(3 * be * 2), vwant_buf = poisoned(3 * be * 2);
-    const Tensor vgot(vgot_buf.data(), DType::kBF16, {3 * be});
-    const Tensor vwant(vwant_buf.data(), DType::kBF16, {3 * be});
+    const Tensor vgot(vgot_buf.data(), dtype_, {3 * be});
+    const Tensor vwant(vwant_buf.data(), dtype_, {3 * be});
     const int calls_before = w.read_f32_calls();
     ASSERT_TRUE(gpu_->load_weight(w, "vector", vgot).ok());
     EXPECT_EQ(w.read_f32_calls() - calls_before, on_device ? 0 : 1);
     load_on_host_path(w, "vector", vwant);
-    m = compare_bits(download_bf16(vgot.data, vgot.numel()),
-                     download_bf16(vwant.data, vwant.numel()));
+    m = compare_bits(download_bits(vgot.data, vgot.numel()),
+                     download_bits(vwant.data, vwant.numel()));
     EXPECT_EQ(m.count, 0) << describe(m, 3 * be);
   }
 
@@ -443,9 +467,9 @@ TEST_F(GpuDequantTest, LoadWeightMatchesHostPathForEveryType) {
   EXPECT_EQ(std::memcmp(got.data(), want.data(), dst.nbytes()), 0);
 
   // Errors still come from the host path, in read_f32's words.
-  auto bf16_buf = gpu_->allocate(4 * 32 * 2);
-  ASSERT_TRUE(bf16_buf.ok());
-  const Tensor narrow(bf16_buf->data(), DType::kBF16, {4, 32});
+  auto narrow_buf = gpu_->allocate(4 * 32 * 2);
+  ASSERT_TRUE(narrow_buf.ok());
+  const Tensor narrow(narrow_buf->data(), dtype_, {4, 32});
   const absl::Status missing = gpu_->load_weight(w, "nope", narrow);
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
   const absl::Status wrong_shape = gpu_->load_weight(w, "f32", narrow);
@@ -455,7 +479,7 @@ TEST_F(GpuDequantTest, LoadWeightMatchesHostPathForEveryType) {
 // Tensors larger than the backend's 32 MiB staging chunk: Q8_0 [16384, 4096] q/k-permuted
 // (71 MiB stored: 3 chunks, boundaries inside rows) and F32 [2900, 3001] permuted in heads of 58
 // (35 MiB: 2 chunks), both into row ranges; equal bit for bit to the host path.
-TEST_F(GpuDequantTest, LoadWeightAcrossStagingChunks) {
+TEST_P(GpuDequantTest, LoadWeightAcrossStagingChunks) {
   struct Case {
     DType type;
     int64_t rows, cols, head_dim;
@@ -468,13 +492,13 @@ TEST_F(GpuDequantTest, LoadWeightAcrossStagingChunks) {
           c.head_dim);
     const size_t bytes = static_cast<size_t>((c.rows + 2) * c.cols) * 2;
     DeviceBuffer got_buf = poisoned(bytes), want_buf = poisoned(bytes);
-    const Tensor got(got_buf.data(), DType::kBF16, {c.rows + 2, c.cols});
-    const Tensor want(want_buf.data(), DType::kBF16, {c.rows + 2, c.cols});
+    const Tensor got(got_buf.data(), dtype_, {c.rows + 2, c.cols});
+    const Tensor want(want_buf.data(), dtype_, {c.rows + 2, c.cols});
     ASSERT_TRUE(gpu_->load_weight(w, "big", got.rows(1, c.rows)).ok());
     EXPECT_EQ(w.read_f32_calls(), 0);
     load_on_host_path(w, "big", want.rows(1, c.rows));
     const Mismatch m =
-        compare_bits(download_bf16(got.data, got.numel()), download_bf16(want.data, want.numel()));
+        compare_bits(download_bits(got.data, got.numel()), download_bits(want.data, want.numel()));
     EXPECT_EQ(m.count, 0) << describe(m, c.cols);
   }
 }
@@ -482,7 +506,7 @@ TEST_F(GpuDequantTest, LoadWeightAcrossStagingChunks) {
 // The default model, every tensor: load_weight (the device path for all of them: Q4_1, Q8_0,
 // F32; q/k projections permuted) against the host path, bit for bit; and layer 0's q, k, v into
 // row ranges of one fused tensor, as LlamaModel loads them.
-TEST_F(GpuDequantTest, DefaultModelLoadsAsOnTheHostPath) {
+TEST_P(GpuDequantTest, DefaultModelLoadsAsOnTheHostPath) {
   if (!std::filesystem::exists(TESSERA_DEFAULT_MODEL)) {
     GTEST_SKIP() << TESSERA_DEFAULT_MODEL << " is missing";
   }
@@ -499,7 +523,7 @@ TEST_F(GpuDequantTest, DefaultModelLoadsAsOnTheHostPath) {
     ASSERT_TRUE(raw.ok());
     permuted += raw->qk_permuted ? 1 : 0;
     Tensor got;
-    got.dtype = DType::kBF16;
+    got.dtype = dtype_;
     for (int64_t d : info.shape) got.shape[got.rank++] = d;
     DeviceBuffer got_buf = poisoned(got.nbytes()), want_buf = poisoned(got.nbytes());
     Tensor want = got;
@@ -510,7 +534,7 @@ TEST_F(GpuDequantTest, DefaultModelLoadsAsOnTheHostPath) {
     EXPECT_EQ(w.read_f32_calls(), calls_before);  // the device path took it
     load_on_host_path(w, info.name, want);
     const Mismatch m =
-        compare_bits(download_bf16(got.data, got.numel()), download_bf16(want.data, want.numel()));
+        compare_bits(download_bits(got.data, got.numel()), download_bits(want.data, want.numel()));
     EXPECT_EQ(m.count, 0) << describe(m, got.row_size());
   }
   EXPECT_GT(permuted, 0);
@@ -522,8 +546,8 @@ TEST_F(GpuDequantTest, DefaultModelLoadsAsOnTheHostPath) {
   const int64_t h = c.hidden_size, qkv_rows = q_rows + 2 * kv_rows;
   const size_t bytes = static_cast<size_t>(qkv_rows * h) * 2;
   DeviceBuffer got_buf = poisoned(bytes), want_buf = poisoned(bytes);
-  const Tensor got(got_buf.data(), DType::kBF16, {qkv_rows, h});
-  const Tensor want(want_buf.data(), DType::kBF16, {qkv_rows, h});
+  const Tensor got(got_buf.data(), dtype_, {qkv_rows, h});
+  const Tensor want(want_buf.data(), dtype_, {qkv_rows, h});
   int64_t row = 0;
   for (const char* part : {"q_proj", "k_proj", "v_proj"}) {
     const std::string name = str_cat("model.layers.0.self_attn.", part, ".weight");
@@ -533,7 +557,7 @@ TEST_F(GpuDequantTest, DefaultModelLoadsAsOnTheHostPath) {
     row += rows;
   }
   const Mismatch m =
-      compare_bits(download_bf16(got.data, got.numel()), download_bf16(want.data, want.numel()));
+      compare_bits(download_bits(got.data, got.numel()), download_bits(want.data, want.numel()));
   EXPECT_EQ(m.count, 0) << describe(m, h);
 }
 

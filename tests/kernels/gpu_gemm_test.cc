@@ -2,8 +2,10 @@
 // the candidate lists (Default, the library's heuristic and enumerated algorithms, the own
 // kernels); every candidate against Default under the tuner's numerics tolerance; names that
 // rebuild the algorithm they name; a perturbed candidate rejected by the numerics check; and
-// GpuBackend::linear dispatching through a GemmSolutionSource. Inputs are random, outputs
-// poisoned (NaN) before each run. Every test skips when no GPU is visible.
+// GpuBackend::linear dispatching through a GemmSolutionSource; each in both compute dtypes (bf16,
+// fp16; the small-M kernels read bf16 only) -- and, without a GPU, the signatures that name the
+// two dtypes' GEMMs. Inputs are random, outputs poisoned (NaN) before each run. Every test that
+// needs a GPU skips when none is visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,8 +31,41 @@ namespace tessera {
 namespace {
 
 using gpu::CandidateOrigin;
-using gpu::GemmOut;
 using gpu::GemmShape;
+
+// The shapes' names in the signatures: PyTorch TunableOp's op names, fp16 GEMMs as Half.
+TEST(GemmShapeSignature, NamesEachDtypeAsPyTorchDoes) {
+  struct Case {
+    GemmShape shape;
+    const char* key;
+  };
+  for (const Case& c : {
+           Case{{1, 4096, 4096, GemmDType::kBF16, GemmDType::kBF16},
+                "GemmTunableOp_BFloat16_TN,tn_4096_1_4096_ld_4096_4096_4096"},
+           Case{{1, 4096, 4096, GemmDType::kF16, GemmDType::kF16},
+                "GemmTunableOp_Half_TN,tn_4096_1_4096_ld_4096_4096_4096"},
+           Case{{8, 128256, 4096, GemmDType::kBF16, GemmDType::kF32},
+                "GemmTunableOp_BFloat16_TN_F32out,tn_128256_8_4096_ld_4096_4096_128256"},
+           Case{{8, 128256, 4096, GemmDType::kF16, GemmDType::kF32},
+                "GemmTunableOp_Half_TN_F32out,tn_128256_8_4096_ld_4096_4096_128256"},
+       }) {
+    const GemmSignature sig = gpu::signature_of(c.shape);
+    EXPECT_EQ(sig.key(), c.key);
+    absl::StatusOr<GemmShape> back = gpu::shape_of(sig);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, c.shape) << c.key;
+  }
+  // Half and BFloat16 of one shape are different GEMMs (a results file keeps both).
+  EXPECT_NE(gpu::signature_of({1, 64, 64, GemmDType::kF16, GemmDType::kF16}),
+            gpu::signature_of({1, 64, 64, GemmDType::kBF16, GemmDType::kBF16}));
+  // float inputs, and a 16-bit output of the other 16-bit type, are no linear layer of the GPU's.
+  for (const GemmSignature& sig :
+       {GemmSignature::for_linear(1, 64, 64, GemmDType::kF32, GemmDType::kF32),
+        GemmSignature::for_linear(1, 64, 64, GemmDType::kF16, GemmDType::kBF16)}) {
+    absl::StatusOr<GemmShape> shape = gpu::shape_of(sig);
+    EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument) << sig;
+  }
+}
 
 // The tuner's check: every element within atol + rtol * |ref| of the reference (NaN fails).
 bool numerics_ok(const std::vector<float>& ref, const std::vector<float>& got,
@@ -125,11 +160,14 @@ class FakeSolutionSource final : public GemmSolutionSource {
   int calls = 0;
 };
 
-class GpuGemmTest : public ::testing::Test {
+// Parameter: the compute dtype of the backend and of the GEMMs' inputs.
+class GpuGemmTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
     if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
-    GpuBackend* backend = suite_gpu_backend<GpuGemmTest>();
+    dtype_ = GetParam();
+    gemm_dtype_ = dtype_ == DType::kF16 ? GemmDType::kF16 : GemmDType::kBF16;
+    GpuBackend* backend = suite_gpu_backend<GpuGemmTest>(dtype_);
     static gpu::Gemm* gemm = [] {
       std::unique_ptr<gpu::Gemm> g;
       absl::Status s = gpu::Gemm::create(&g);
@@ -145,16 +183,34 @@ class GpuGemmTest : public ::testing::Test {
     if (backend_ != nullptr) backend_->set_gemm_solutions(nullptr);
   }
 
-  // Random bf16-exact values: x in +-1, w in +-sqrt(3 / k) (outputs O(1), as the tuner's are).
+  // A GEMM of the test's dtype, with 16-bit or fp32 output.
+  GemmShape make_shape(int64_t m, int64_t n, int64_t k, bool f32_out = false) const {
+    return GemmShape{m, n, k, gemm_dtype_, f32_out ? GemmDType::kF32 : gemm_dtype_};
+  }
+  GemmSignature linear_sig(int64_t m, int64_t n, int64_t k, bool f32_out = false) const {
+    return gpu::signature_of(make_shape(m, n, k, f32_out));
+  }
+  // The tuner's numerics tolerance for the test's dtype.
+  NumericsTolerance tolerance() const { return TuningConfig{}.tolerance(gemm_dtype_); }
+
+  // 16-bit bits of f in `dtype` (kBF16 or kF16), and back.
+  static uint16_t to_bits(GemmDType dtype, float f) {
+    return dtype == GemmDType::kF16 ? float_to_half(f) : float_to_bf16(f);
+  }
+  static float from_bits(GemmDType dtype, uint16_t b) {
+    return dtype == GemmDType::kF16 ? half_to_float(b) : bf16_to_float(b);
+  }
+  // Random values exact in the dtype: x in +-1, w in +-sqrt(3 / k) (outputs O(1), as the tuner's
+  // are).
   std::vector<float> random_values(size_t count, float max) {
     std::uniform_real_distribution<float> u(-max, max);
     std::vector<float> v(count);
-    for (float& f : v) f = bf16_to_float(float_to_bf16(u(rng_)));
+    for (float& f : v) f = from_bits(gemm_dtype_, to_bits(gemm_dtype_, u(rng_)));
     return v;
   }
-  static std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  static std::vector<uint16_t> to_16bit(GemmDType dtype, const std::vector<float>& v) {
     std::vector<uint16_t> out(v.size());
-    for (size_t i = 0; i < v.size(); ++i) out[i] = float_to_bf16(v[i]);
+    for (size_t i = 0; i < v.size(); ++i) out[i] = to_bits(dtype, v[i]);
     return out;
   }
   // out[m, n] = x[m, k] @ w[n, k]^T in fp64, rounded to the output type.
@@ -166,7 +222,7 @@ class GpuGemmTest : public ::testing::Test {
         double acc = 0.0;
         for (int64_t p = 0; p < s.k; ++p) acc += static_cast<double>(x[i * s.k + p]) * w[j * s.k + p];
         const float f = static_cast<float>(acc);
-        out[i * s.n + j] = s.out == GemmOut::kF32 ? f : bf16_to_float(float_to_bf16(f));
+        out[i * s.n + j] = s.out == GemmDType::kF32 ? f : from_bits(s.out, to_bits(s.out, f));
       }
     }
     return out;
@@ -189,7 +245,7 @@ class GpuGemmTest : public ::testing::Test {
     o.x_dev = *std::move(x);
     o.w_dev = *std::move(w);
     o.out_dev = *std::move(out);
-    const auto xb = to_bf16(o.x), wb = to_bf16(o.w);
+    const auto xb = to_16bit(shape.dtype, o.x), wb = to_16bit(shape.dtype, o.w);
     EXPECT_EQ(gpuMemcpy(o.x_dev.data(), xb.data(), xb.size() * 2, gpuMemcpyHostToDevice), gpuSuccess);
     EXPECT_EQ(gpuMemcpy(o.w_dev.data(), wb.data(), wb.size() * 2, gpuMemcpyHostToDevice), gpuSuccess);
     return o;
@@ -204,12 +260,12 @@ class GpuGemmTest : public ::testing::Test {
     EXPECT_TRUE(backend_->synchronize().ok());
     const size_t count = o.shape.m * o.shape.n;
     std::vector<float> out(count);
-    if (o.shape.out == GemmOut::kF32) {
+    if (o.shape.out == GemmDType::kF32) {
       backend_->copy_to_host(out.data(), o.out_dev.data(), count * 4);
     } else {
       std::vector<uint16_t> raw(count);
       backend_->copy_to_host(raw.data(), o.out_dev.data(), count * 2);
-      for (size_t i = 0; i < count; ++i) out[i] = bf16_to_float(raw[i]);
+      for (size_t i = 0; i < count; ++i) out[i] = from_bits(o.shape.out, raw[i]);
     }
     return out;
   }
@@ -226,20 +282,31 @@ class GpuGemmTest : public ::testing::Test {
 
   GpuBackend* backend_ = nullptr;
   gpu::Gemm* gemm_ = nullptr;
+  DType dtype_ = DType::kBF16;
+  GemmDType gemm_dtype_ = GemmDType::kBF16;
   std::mt19937 rng_{4321};
 };
 
-GemmSignature linear_sig(int64_t m, int64_t n, int64_t k, GemmOut out) {
-  return gpu::signature_of(GemmShape{m, n, k, out});
+std::string dtype_param_name(const ::testing::TestParamInfo<DType>& info) {
+  return info.param == DType::kF16 ? "f16" : "bf16";
 }
 
-TEST_F(GpuGemmTest, SmallMKernelsMatchCpuReference) {
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuGemmTest, ::testing::Values(DType::kBF16, DType::kF16),
+                         dtype_param_name);
+
+// The tests of tessera's own small-M kernels, which read bf16 only.
+class GpuSmallMGemmTest : public GpuGemmTest {};
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuSmallMGemmTest, ::testing::Values(DType::kBF16),
+                         dtype_param_name);
+
+TEST_P(GpuSmallMGemmTest, SmallMKernelsMatchCpuReference) {
   // n and k off every tile (16/32 rows, 128/256/1024-wide k steps, 512-wide split ranges).
   const std::vector<std::pair<int64_t, int64_t>> nk = {{77, 264}, {1000, 1000}, {301, 4104}};
   for (int64_t m : {1, 3, 8, 16}) {
     for (auto [n, k] : nk) {
-      for (GemmOut out : {GemmOut::kBF16, GemmOut::kF32}) {
-        Operands o = make_operands(GemmShape{m, n, k, out});
+      for (bool f32_out : {false, true}) {
+        Operands o = make_operands(make_shape(m, n, k, f32_out));
         const std::vector<float> want = reference(o.shape, o.x, o.w);
         const std::vector<std::string> own = names_of(o.shape, CandidateOrigin::kOwn);
         EXPECT_GE(own.size(), 4u) << "m=" << m << " n=" << n << " k=" << k;
@@ -252,22 +319,19 @@ TEST_F(GpuGemmTest, SmallMKernelsMatchCpuReference) {
           auto s = gemm_->resolve(o.shape, name);
           ASSERT_TRUE(s.ok()) << s.status();
           poison(o);
-          ASSERT_TRUE(gemm_->run(*s, o.shape, static_cast<gpu_bf16*>(o.x_dev.data()),
-                                 static_cast<gpu_bf16*>(o.w_dev.data()), o.out_dev.data(),
+          ASSERT_TRUE(gemm_->run(*s, o.shape, o.x_dev.data(), o.w_dev.data(), o.out_dev.data(),
                                  backend_->stream())
                           .ok());
-          EXPECT_TRUE(numerics_ok(want, result(o), TuningConfig{}.bf16_tolerance))
-              << name << " m=" << m << " n=" << n << " k=" << k
-              << (out == GemmOut::kF32 ? " f32" : " bf16");
+          EXPECT_TRUE(numerics_ok(want, result(o), tolerance()))
+              << name << " m=" << m << " n=" << n << " k=" << k << (f32_out ? " f32" : " bf16");
         }
       }
     }
   }
 }
 
-TEST_F(GpuGemmTest, CandidatesComeFromEverySource) {
-  for (const GemmShape& shape : {GemmShape{8, 4096, 4096, GemmOut::kBF16},
-                                 GemmShape{1, 1000, 1000, GemmOut::kF32}}) {
+TEST_P(GpuGemmTest, CandidatesComeFromEverySource) {
+  for (const GemmShape& shape : {make_shape(8, 4096, 4096), make_shape(1, 1000, 1000, true)}) {
     const auto start = std::chrono::steady_clock::now();
     auto all = gemm_->candidates(shape);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
@@ -284,23 +348,30 @@ TEST_F(GpuGemmTest, CandidatesComeFromEverySource) {
     EXPECT_EQ(count[CandidateOrigin::kDefault], 1);
     EXPECT_GT(count[CandidateOrigin::kHeuristic], 0);
     EXPECT_GT(count[CandidateOrigin::kEnumerated], 0);
-    EXPECT_GT(count[CandidateOrigin::kOwn], 0);
+    // The small-M kernels read bf16 only.
+    if (dtype_ == DType::kBF16) {
+      EXPECT_GT(count[CandidateOrigin::kOwn], 0);
+    } else {
+      EXPECT_EQ(count[CandidateOrigin::kOwn], 0);
+    }
     std::printf(
-        "[ metric ] candidates m=%ld n=%ld k=%ld: heuristic %d enumerated %d own %d in %.1f ms\n",
-        long(shape.m), long(shape.n), long(shape.k), count[CandidateOrigin::kHeuristic],
+        "[ metric ] candidates %s m=%ld n=%ld k=%ld: heuristic %d enumerated %d own %d in %.1f "
+        "ms\n",
+        std::string(gemm_dtype_name(shape.dtype)).c_str(), long(shape.m), long(shape.n),
+        long(shape.k), count[CandidateOrigin::kHeuristic],
         count[CandidateOrigin::kEnumerated], count[CandidateOrigin::kOwn], ms);
   }
   // Past 16 tokens, or with rows not made of 16-byte vectors, the own kernels are not offered.
-  EXPECT_TRUE(names_of(GemmShape{17, 1024, 1024, GemmOut::kBF16}, CandidateOrigin::kOwn).empty());
-  EXPECT_TRUE(names_of(GemmShape{4, 1024, 1020, GemmOut::kBF16}, CandidateOrigin::kOwn).empty());
+  EXPECT_TRUE(names_of(make_shape(17, 1024, 1024), CandidateOrigin::kOwn).empty());
+  EXPECT_TRUE(names_of(make_shape(4, 1024, 1020), CandidateOrigin::kOwn).empty());
 }
 
-TEST_F(GpuGemmTest, EveryCandidateMatchesDefault) {
+TEST_P(GpuGemmTest, EveryCandidateMatchesDefault) {
   TunableGemm* tunable = backend_->tunable_gemm();
   ASSERT_NE(tunable, nullptr);
   for (const GemmSignature& sig :
-       {linear_sig(1, 4096, 4096, GemmOut::kBF16), linear_sig(3, 1000, 1000, GemmOut::kF32),
-        linear_sig(16, 1536, 576, GemmOut::kBF16), linear_sig(100, 700, 520, GemmOut::kBF16)}) {
+       {linear_sig(1, 4096, 4096), linear_sig(3, 1000, 1000, true), linear_sig(16, 1536, 576),
+        linear_sig(100, 700, 520)}) {
     const std::vector<std::string> rejected = rejected_candidates(*tunable, sig);
     std::string names;
     for (size_t i = 0; i < rejected.size() && i < 8; ++i) names += " " + rejected[i];
@@ -308,9 +379,8 @@ TEST_F(GpuGemmTest, EveryCandidateMatchesDefault) {
   }
 }
 
-TEST_F(GpuGemmTest, NamesRebuildTheirAlgorithm) {
-  for (const GemmShape& shape : {GemmShape{8, 4096, 4096, GemmOut::kBF16},
-                                 GemmShape{300, 1000, 1000, GemmOut::kF32}}) {
+TEST_P(GpuGemmTest, NamesRebuildTheirAlgorithm) {
+  for (const GemmShape& shape : {make_shape(8, 4096, 4096), make_shape(300, 1000, 1000, true)}) {
     auto all = gemm_->candidates(shape);
     ASSERT_TRUE(all.ok()) << all.status();
     int library = 0;
@@ -327,19 +397,20 @@ TEST_F(GpuGemmTest, NamesRebuildTheirAlgorithm) {
     EXPECT_GT(library, 0);
   }
   // Names that do not parse, and parse but do not run, are errors naming the solution.
-  const GemmShape shape{8, 1024, 1024, GemmOut::kBF16};
+  const GemmShape small = make_shape(8, 1024, 1024);
   for (std::string_view bad : {"lt_algo1_tile", "lt_algo1_tile2_stages3_splitk1_red0_swz0_cust0_inner0_cluster0x",
                                "tessera_smallm_fma_splitk3", "no_such_solution"}) {
-    auto s = gemm_->resolve(shape, bad);
+    auto s = gemm_->resolve(small, bad);
     EXPECT_FALSE(s.ok()) << bad;
     EXPECT_NE(s.status().message().find(std::string(bad)), std::string_view::npos) << s.status();
   }
-  EXPECT_FALSE(gemm_->resolve(GemmShape{40, 1024, 1024, GemmOut::kBF16},
-                              "tessera_smallm_fma_splitk1").ok());
+  EXPECT_FALSE(gemm_->resolve(make_shape(40, 1024, 1024), "tessera_smallm_fma_splitk1").ok());
+  // The small-M kernels read bf16 only: named for an fp16 GEMM they do not resolve.
+  EXPECT_EQ(gemm_->resolve(small, "tessera_smallm_fma_splitk1").ok(), dtype_ == DType::kBF16);
 }
 
-TEST_F(GpuGemmTest, NumericsCheckRejectsAPerturbedCandidate) {
-  const GemmSignature sig = linear_sig(4, 1000, 1032, GemmOut::kBF16);
+TEST_P(GpuGemmTest, NumericsCheckRejectsAPerturbedCandidate) {
+  const GemmSignature sig = linear_sig(4, 1000, 1032);
   TunableGemm* tunable = backend_->tunable_gemm();
   ASSERT_NE(tunable, nullptr);
   auto names = tunable->candidates(sig);
@@ -351,19 +422,19 @@ TEST_F(GpuGemmTest, NumericsCheckRejectsAPerturbedCandidate) {
   EXPECT_EQ(rejected_candidates(perturbed, sig), std::vector<std::string>{victim});
 }
 
-TEST_F(GpuGemmTest, LinearRunsTheSourcesSolution) {
+TEST_P(GpuSmallMGemmTest, LinearRunsTheSourcesSolution) {
   FakeSolutionSource source;
   backend_->set_gemm_solutions(&source);
-  const GemmShape shape{4, 1000, 1032, GemmOut::kBF16};
+  const GemmShape shape = make_shape(4, 1000, 1032);
   Operands o = make_operands(shape);
   const std::vector<float> want = reference(shape, o.x, o.w);
-  const Tensor x(o.x_dev.data(), DType::kBF16, {shape.m, shape.k});
-  const Tensor w(o.w_dev.data(), DType::kBF16, {shape.n, shape.k});
-  const Tensor out(o.out_dev.data(), DType::kBF16, {shape.m, shape.n});
+  const Tensor x(o.x_dev.data(), dtype_, {shape.m, shape.k});
+  const Tensor w(o.w_dev.data(), dtype_, {shape.n, shape.k});
+  const Tensor out(o.out_dev.data(), dtype_, {shape.m, shape.n});
   auto check = [&](const char* what) {
     poison(o);
     backend_->linear(x, w, out);
-    EXPECT_TRUE(numerics_ok(want, result(o), TuningConfig{}.bf16_tolerance)) << what;
+    EXPECT_TRUE(numerics_ok(want, result(o), tolerance())) << what;
   };
   const std::vector<std::string> own = names_of(shape, CandidateOrigin::kOwn);
   ASSERT_FALSE(own.empty());

@@ -1,9 +1,10 @@
-// The GPU kernel test suites' backend: one GpuBackend on device 0 per suite, made on first use
-// and kept for the process (each suite has its own, so that what one suite sets on its backend --
-// a GEMM solution source, say -- never reaches another suite's tests).
+// The GPU kernel test suites' backends: one GpuBackend on device 0 per suite and compute dtype,
+// made on first use and kept for the process (each suite has its own, so that what one suite
+// sets on its backend -- a GEMM solution source, say -- never reaches another suite's tests).
 #pragma once
 
 #include <cstdio>
+#include <map>
 
 #include "kernels/gpu_backend.h"
 
@@ -12,16 +13,18 @@ namespace tessera {
 // nullptr, after printing why, when the backend cannot be created. Callers skip first when
 // GpuBackend::device_count() is 0.
 template <typename Suite>
-GpuBackend* suite_gpu_backend() {
-  static GpuBackend* backend = [] {
-    auto b = GpuBackend::create(0);
+GpuBackend* suite_gpu_backend(DType dtype = DType::kBF16) {
+  static std::map<DType, GpuBackend*> backends;
+  auto [it, created] = backends.try_emplace(dtype, nullptr);
+  if (created) {
+    auto b = GpuBackend::create(0, dtype);
     if (!b.ok()) {
       std::fprintf(stderr, "GpuBackend::create: %s\n", b.status().ToString().c_str());
-      return static_cast<GpuBackend*>(nullptr);
+    } else {
+      it->second = b->release();
     }
-    return b->release();
-  }();
-  return backend;
+  }
+  return it->second;
 }
 
 }  // namespace tessera

@@ -8,6 +8,7 @@
 //
 //   dump_logits MODEL OUT.json PROMPT [PROMPT...]
 //   TESSERA_BACKEND=auto|cpu|gpu picks the backend (default auto: a GPU when one is visible).
+//   TESSERA_DTYPE=bfloat16|float16 (or bf16|fp16) is the GPU compute dtype, as tesserad's dtype.
 //   TESSERA_DEVICES=0,1 (or all), TESSERA_DEVICE_MAP and TESSERA_MAX_MEMORY split the model as
 //   tesserad's devices / device_map / max_memory keys do; TESSERA_MICRO_BATCHES=N splits steps of
 //   at least N x 256 tokens into N micro-batches (the micro_batches key).
@@ -59,6 +60,11 @@ int main(int argc, char** argv) {
   auto kind = parse_backend_kind(backend != nullptr ? backend : "auto");
   if (!kind.ok()) return fail(kind.status().ToString());
   options.backend.kind = *kind;
+  if (const char* dtype = std::getenv("TESSERA_DTYPE"); dtype != nullptr) {
+    auto parsed = parse_gpu_dtype(dtype);
+    if (!parsed.ok()) return fail(parsed.status().ToString());
+    options.backend.gpu_dtype = *parsed;
+  }
   if (const char* devices = std::getenv("TESSERA_DEVICES"); devices != nullptr) {
     if (std::string_view(devices) == "all") {
       options.backend.all_devices = true;

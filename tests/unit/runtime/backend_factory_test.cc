@@ -18,6 +18,51 @@ TEST(BackendFactory, ParsesKindsAndNamesBadOnes) {
   EXPECT_EQ(backend_kind_name(BackendKind::kGpu), "gpu");
 }
 
+TEST(BackendFactory, ParsesGpuDtypesByLongAndShortName) {
+  EXPECT_EQ(*parse_gpu_dtype("bfloat16"), DType::kBF16);
+  EXPECT_EQ(*parse_gpu_dtype("bf16"), DType::kBF16);
+  EXPECT_EQ(*parse_gpu_dtype("float16"), DType::kF16);
+  EXPECT_EQ(*parse_gpu_dtype("fp16"), DType::kF16);
+  for (const char* bad : {"float32", "half", "BF16", ""}) {
+    auto d = parse_gpu_dtype(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_THAT(std::string(d.status().message()), HasSubstr(std::string("\"") + bad + "\""));
+    EXPECT_THAT(std::string(d.status().message()), HasSubstr("bfloat16 (bf16), float16 (fp16)"));
+  }
+  EXPECT_EQ(gpu_dtype_name(DType::kBF16), "bfloat16");
+  EXPECT_EQ(gpu_dtype_name(DType::kF16), "float16");
+}
+
+// The CPU backend computes in fp32 whatever the GPU dtype: the default (bf16) is no request of
+// the CPU's, float16 is one it cannot honour, refused by every way of reaching the CPU.
+TEST(BackendFactory, CpuRefusesFloat16AndIgnoresTheDefault) {
+  BackendOptions options{BackendKind::kCpu, 0, 1};
+  ASSERT_EQ(options.gpu_dtype, DType::kBF16);
+  auto plain = create_backend(options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->compute_dtype(), DType::kF32);
+
+  options.gpu_dtype = DType::kF16;
+  auto refused = create_backend(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("dtype: float16"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("backend is cpu"));
+
+  options.devices = {0, 1};
+  auto split = create_backends(options);
+  ASSERT_FALSE(split.ok());
+  EXPECT_THAT(std::string(split.status().message()), HasSubstr("dtype: float16"));
+
+  if (visible_gpus() == 0) {
+    options = BackendOptions{BackendKind::kAuto, 0, 1};
+    options.gpu_dtype = DType::kF16;
+    auto fallback = create_backend(options);
+    ASSERT_FALSE(fallback.ok());
+    EXPECT_THAT(std::string(fallback.status().message()), HasSubstr("found no GPU"));
+  }
+}
+
 TEST(BackendFactory, CpuIsAlwaysCpu) {
   auto b = create_backend({BackendKind::kCpu, 0, 1});
   ASSERT_TRUE(b.ok()) << b.status();

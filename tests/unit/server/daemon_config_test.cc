@@ -6,6 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace tessera::server {
 namespace {
@@ -77,6 +80,8 @@ TEST(DaemonConfig, InvalidValuesNameKeyValueOriginAndWhatIsAllowed) {
       {{"--kv-cache-fraction", "1.5"}, {"kv_cache_fraction", "[0, 1]"}},
       {{"--backend", "tpu"}, {"backend", "tpu", "auto, cpu, gpu"}},
       {{"--gpu-device", "-1"}, {"gpu_device", "-1"}},
+      {{"--dtype", "float32"}, {"dtype", "float32", "bfloat16 (or bf16), float16 (or fp16)"}},
+      {{"--dtype", "FP16"}, {"dtype", "FP16"}},
       {{"--drain-timeout", "soon"}, {"drain_timeout", "soon", "duration"}},
       {{"--drain-timeout", "2h"}, {"drain_timeout", "2h", "[0s, 1h]"}},
       {{"--log-level", "loud"}, {"log_level", "loud", "trace, debug, info"}},
@@ -185,6 +190,26 @@ TEST(DaemonConfig, TuningKeysBecomeTheTuningConfig) {
   ASSERT_FALSE(never_stops.ok());
   EXPECT_NE(message(never_stops.status()).find("tuning_max_iterations"), std::string::npos);
   EXPECT_FALSE(parse({"--tuning-mode", "always"}).ok());
+}
+
+TEST(DaemonConfig, DtypeTakesTheLongAndShortNamesAndBecomesTheBackendsDtype) {
+  EXPECT_EQ(DaemonConfig().dtype, "bfloat16");
+  EXPECT_EQ(instance_options(DaemonConfig()).backend.gpu_dtype, DType::kBF16);
+  for (const auto& [value, dtype, name] : std::vector<std::tuple<std::string, DType, std::string>>{
+           {"float16", DType::kF16, "float16"},
+           {"fp16", DType::kF16, "float16"},
+           {"bfloat16", DType::kBF16, "bfloat16"},
+           {"bf16", DType::kBF16, "bfloat16"}}) {
+    absl::StatusOr<CommandLine> cl = parse({"--dtype", value});
+    ASSERT_TRUE(cl.ok()) << value << ": " << cl.status();
+    // Stored under its long name, as --print-config shows it and the file reads it back.
+    EXPECT_EQ(cl->config.dtype, name) << value;
+    EXPECT_EQ(config_value(cl->config, "dtype"), name) << value;
+    EXPECT_EQ(instance_options(cl->config).backend.gpu_dtype, dtype) << value;
+  }
+  DaemonConfig from_file;
+  ASSERT_TRUE(apply_config_yaml(from_file, "dtype: fp16\n", "test.yaml").ok());
+  EXPECT_EQ(from_file.dtype, "float16");
 }
 
 // config/tessera.yaml documents every key with its default; the examples are valid.

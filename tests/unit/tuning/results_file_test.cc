@@ -125,6 +125,30 @@ TEST_F(ResultsFileTest, WritesValidatorsFirstThenSortedResults) {
             "GemmTunableOp_BFloat16_TN,tn_4096_128_4096_ld_4096_4096_4096,a,1.5\n");
 }
 
+// An fp16 model's GEMMs are PyTorch's Half ops; the same shape in bf16 is another entry, so that
+// switching a daemon's dtype never runs a solution tuned for the other type.
+TEST_F(ResultsFileTest, HalfAndBFloat16ResultsOfOneShapeStayApart) {
+  TunedEntries entries;
+  const auto half = [](int64_t tokens, GemmDType out) {
+    return GemmSignature::for_linear(tokens, 4096, 4096, GemmDType::kF16, out);
+  };
+  entries[half(1, GemmDType::kF16)] = {"lt_half", 0.02};
+  entries[half(1, GemmDType::kF32)] = {"lt_half_logits", 0.03};
+  entries[linear(1, 4096, 4096)] = {"lt_bf16", 0.01};
+  const std::string path = dir_.file("r.csv");
+  ASSERT_TRUE(ResultsFile::save(path, {}, entries).ok());
+  EXPECT_EQ(read_text(path),
+            "GemmTunableOp_BFloat16_TN,tn_4096_1_4096_ld_4096_4096_4096,lt_bf16,0.01\n"
+            "GemmTunableOp_Half_TN,tn_4096_1_4096_ld_4096_4096_4096,lt_half,0.02\n"
+            "GemmTunableOp_Half_TN_F32out,tn_4096_1_4096_ld_4096_4096_4096,lt_half_logits,0.03\n");
+  absl::StatusOr<LoadedResults> r = ResultsFile::load(path, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->warnings, IsEmpty());
+  EXPECT_EQ(r->entries, entries);
+  EXPECT_EQ(r->entries.at(half(1, GemmDType::kF16)).solution, "lt_half");
+  EXPECT_EQ(r->entries.at(linear(1, 4096, 4096)).solution, "lt_bf16");
+}
+
 TEST_F(ResultsFileTest, MissingFileIsEmptyNotAnError) {
   absl::StatusOr<LoadedResults> r = ResultsFile::load(dir_.file("nope.csv"), kValidators);
   ASSERT_TRUE(r.ok()) << r.status();

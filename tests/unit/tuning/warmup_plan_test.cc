@@ -74,6 +74,19 @@ TEST(WarmupPlan, Llama3_8BCountAndShapes) {
   EXPECT_EQ(lm_head, 9);
 }
 
+TEST(WarmupPlan, Float16ModelsPlanHalfGemms) {
+  GemmModelShape m = llama3_8b();
+  m.dtype = GemmDType::kF16;
+  absl::StatusOr<std::vector<WarmupGemm>> plan = plan_warmup_gemms(m, TokenBuckets{}, WarmupLimits{});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 38u * 4 + 9);
+  EXPECT_EQ((*plan)[0].signature.key(),
+            "GemmTunableOp_Half_TN,tn_6144_1_4096_ld_4096_4096_6144");
+  EXPECT_EQ((*plan)[4].signature.key(),
+            "GemmTunableOp_Half_TN_F32out,tn_128256_1_4096_ld_4096_4096_128256");
+  for (const WarmupGemm& g : *plan) EXPECT_EQ(g.signature.dtype, GemmDType::kF16) << g.signature;
+}
+
 TEST(WarmupPlan, SharedShapesMerge) {
   // hidden == H*D == intermediate: o_proj and down share [hidden, hidden].
   GemmModelShape m;
