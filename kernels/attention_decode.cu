@@ -427,15 +427,28 @@ __global__ void __launch_bounds__(kCombineThreads)
   const int r = tid / kCols, c = tid % kCols;
   const float4* acc = reinterpret_cast<const float4*>(part_acc + base * D) + c;
   float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-  for (int s = r; s < num_splits; s += kRows) {
-    const float ws = s_w[s];
-    if (ws != 0.0f) {
-      const float4 v = acc[static_cast<int64_t>(s) * kCols];
-      a.x += v.x * ws;
-      a.y += v.y * ws;
-      a.z += v.z * ws;
-      a.w += v.w * ws;
+  // kBatch splits' accumulators are loaded before any is used: with each load beside its use
+  // (under the weight test) the compiler issued them one after another, one L2 round trip each.
+  // A split past its keys may hold garbage: it is loaded (inside the workspace) but never added.
+  constexpr int kBatch = 8;
+  for (int s0 = r; s0 < num_splits; s0 += kBatch * kRows) {
+    float4 v[kBatch];
+    float ws[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int s = s0 + i * kRows;
+      const bool in = s < num_splits;
+      ws[i] = in ? s_w[s] : 0.0f;
+      v[i] = in ? acc[static_cast<int64_t>(s) * kCols] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      if (ws[i] != 0.0f) {
+        a.x += v[i].x * ws[i];
+        a.y += v[i].y * ws[i];
+        a.z += v[i].z * ws[i];
+        a.w += v[i].w * ws[i];
+      }
     }
   }
   s_acc[r][c] = a;
