@@ -28,9 +28,11 @@ std::string smallm_name(std::string_view token, int splits) {
   return str_cat(kSmallMPrefix, token, "_splitk", splits);
 }
 
-// Whether tessera's small-M kernels take `shape`: they read bf16 operands.
+// Whether tessera's small-M kernels take `shape`: operands of a type they are built for (bf16,
+// fp16), m <= 16, rows of 16-byte vectors.
 bool smallm_takes(const GemmShape& shape) {
-  return shape.dtype == GemmDType::kBF16 && smallm_shape_supported(shape.m, shape.n, shape.k);
+  return (shape.dtype == GemmDType::kBF16 || shape.dtype == GemmDType::kF16) &&
+         smallm_shape_supported(shape.m, shape.n, shape.k);
 }
 
 // The largest power of two (up to 256) that divides the address.
@@ -100,7 +102,7 @@ absl::StatusOr<Gemm::Solution> Gemm::resolve(const GemmShape& shape, std::string
             smallm_workspace_floats(shape.m, shape.n, splits) * sizeof(float) > workspace_bytes_) {
           return absl::NotFoundError(str_cat(
               name, " cannot run ", gemm_dtype_name(shape.dtype), " m=", shape.m, " n=", shape.n,
-              " k=", shape.k, " (it takes BFloat16, m <= ", kSmallMMaxTokens,
+              " k=", shape.k, " (it takes BFloat16 or Half, m <= ", kSmallMMaxTokens,
               ", k a multiple of 8, partials within the workspace)"));
         }
         s.kind = Solution::Kind::kSmallM;
@@ -162,11 +164,19 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const GemmShape& shape, const void*
 absl::Status Gemm::run(const Solution& solution, const GemmShape& shape, const void* x,
                        const void* w, void* out, gpuStream_t stream) {
   if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0) return absl::OkStatus();
-  // resolve() gives small-M solutions for bf16 shapes only.
+  // resolve() gives small-M solutions for bf16 and fp16 shapes only.
   if (solution.kind == Solution::Kind::kSmallM && alignment_of(x) >= 16 && alignment_of(w) >= 16) {
-    GPU_CHECK(smallm_linear(solution.smallm, solution.splits, static_cast<const gpu_bf16*>(x),
-                            static_cast<const gpu_bf16*>(w), out, shape.out == GemmDType::kF32,
-                            shape.m, shape.n, shape.k, static_cast<float*>(workspace_), stream));
+    const bool out_f32 = shape.out == GemmDType::kF32;
+    float* const partials = static_cast<float*>(workspace_);
+    if (shape.dtype == GemmDType::kF16) {
+      GPU_CHECK(smallm_linear(solution.smallm, solution.splits, static_cast<const gpu_f16*>(x),
+                              static_cast<const gpu_f16*>(w), out, out_f32, shape.m, shape.n,
+                              shape.k, partials, stream));
+    } else {
+      GPU_CHECK(smallm_linear(solution.smallm, solution.splits, static_cast<const gpu_bf16*>(x),
+                              static_cast<const gpu_bf16*>(w), out, out_f32, shape.m, shape.n,
+                              shape.k, partials, stream));
+    }
     return absl::OkStatus();
   }
   TESSERA_ASSIGN_OR_RETURN(const Plan* p, plan(shape, x, w, out));

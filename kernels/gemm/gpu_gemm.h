@@ -5,8 +5,8 @@
 //                                     CUDA, hipBLASLt on ROCm), as before tuning existed
 //   "lt_..." / "hipblaslt_sol..."     one library algorithm (blaslt_algos.h)
 //   "tessera_smallm_{mma16,mma32,mma64,line16,fma}_splitk{1,2,4,8}"
-//                                     tessera's own kernels for m <= 16 (smallm_gemm.h; bf16
-//                                     inputs only)
+//                                     tessera's own kernels for m <= 16 (smallm_gemm.h), the
+//                                     same names for bf16 and fp16 inputs
 //
 // candidates() lists the solutions of a shape; resolve() turns a name into a Solution once (parse
 // and library check), so that run() does neither per call.
@@ -52,8 +52,8 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // "Default" first, then the library's (heuristic list, then enumerated), then tessera's own
-  // kernels where the shape suits them (bf16, m <= 16, k % 8 == 0, split-K partials fit the
-  // workspace).
+  // kernels where the shape suits them (m <= 16, k % 8 == 0, split-K partials fit the
+  // workspace; bf16 or fp16, as every GPU GEMM).
   absl::StatusOr<std::vector<Candidate>> candidates(const GemmShape& shape);
   // The solution `name` for `shape`: InvalidArgument for a name that does not parse, NotFound for
   // one that cannot run the shape (library check, workspace, kernel not built, shape).

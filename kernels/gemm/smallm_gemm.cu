@@ -3,10 +3,10 @@
 // Fragment trick of the mma kernels: a dot product does not care in which order k is summed, so
 // lane (g = lane / 4, t = lane % 4) loads 16 contiguous bytes -- k = 8t .. 8t+7 of a 32-wide k
 // chunk -- of w rows g and g + 8 and of x tokens g and g + 8, and uses them as they are: the
-// first two bf16 pairs are the A/B fragment registers of one m16n8k16 (logical k 2t, 2t+8 map to
-// physical 8t, 8t+2), the last two pairs those of a second one. A and B agree on the
+// first two element pairs are the A/B fragment registers of one m16n8k16 (logical k 2t, 2t+8 map
+// to physical 8t, 8t+2), the last two pairs those of a second one. A and B agree on the
 // permutation, so the products are those of the true GEMM, with no shared-memory staging and
-// no ldmatrix.
+// no ldmatrix. The same holds for bf16 and fp16 (both 2-byte elements, one fragment layout).
 //
 // That layout loads 64 bytes of each of 8 rows per warp instruction: half lines, which device
 // memory serves more slowly than whole ones. Reading o's 34 MB that way alone (no MMAs) reached
@@ -25,9 +25,9 @@ namespace tessera::gpu {
 
 namespace {
 
-// The element type of x and w (and of out unless fp32) is named here, in store() and in
-// mma_chunk's MMA: what a second element type changes.
-using Elem = gpu_bf16;
+// Every kernel is a template over T, the element type of x and w (and of out unless fp32):
+// gpu_bf16 or gpu_f16. T enters only through Element<T> (store(), unpack8()) and the MMA's
+// instruction (mma_chunk()); the loads move 16-byte vectors whatever the type.
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;
@@ -41,29 +41,34 @@ constexpr int kMinBlocks = 2;
 // their partials are zeros.
 constexpr int64_t kSplitAlign = 512;
 
+template <typename T>
 __device__ __forceinline__ void store(void* out, bool out_f32, int64_t i, float v) {
   if (out_f32) {
     static_cast<float*>(out)[i] = v;
   } else {
-    static_cast<gpu_bf16*>(out)[i] = __float2bfloat16(v);
+    static_cast<T*>(out)[i] = from_float<T>(v);
   }
 }
 
 // One output element: straight to out when k is not split (gridDim.y == 1), else to this
 // CTA's split of the partials [splits, m, n].
+template <typename T>
 __device__ __forceinline__ void store_result(void* out, bool out_f32, float* partial, int64_t mn,
                                              int64_t i, float v) {
   if (gridDim.y > 1) {
     partial[blockIdx.y * mn + i] = v;
   } else {
-    store(out, out_f32, i, v);
+    store<T>(out, out_f32, i, v);
   }
 }
 
 #if defined(TESSERA_CUDA)
 
-// w is read exactly once: keep it out of L1 so that x (re-read by every CTA) stays there.
-__device__ __forceinline__ uint4 load_once(const Elem* p) {
+// w is read exactly once: keep it out of L1 so that x (re-read by every CTA) stays there. The
+// pointer keeps its element type: taking const void* reordered the bf16 mma kernels' address
+// arithmetic in nvcc 13.0's PTX.
+template <typename T>
+__device__ __forceinline__ uint4 load_once(const T* p) {
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -73,25 +78,26 @@ __device__ __forceinline__ uint4 load_once(const Elem* p) {
 
 // One 32-wide k chunk of a 16-row tile of w (the fragment trick above): a_g / a_g8 are the lane's
 // 16 bytes of rows g and g + 8, b[0] / b[1] those of tokens g and g + 8 (b[1] only used at m > 8).
+template <typename T>
 __device__ __forceinline__ void mma_chunk(float (&acc)[2][4], const uint4& a_g, const uint4& a_g8,
                                           const uint4 (&b)[2], bool two_token_tiles) {
   const uint32_t lo[4] = {a_g.x, a_g8.x, a_g.y, a_g8.y};
   const uint32_t hi[4] = {a_g.z, a_g8.z, a_g.w, a_g8.w};
-  sm80::mma_bf16_16816(acc[0], lo, b[0].x, b[0].y);
-  sm80::mma_bf16_16816(acc[0], hi, b[0].z, b[0].w);
+  sm80::mma_16816<T>(acc[0], lo, b[0].x, b[0].y);
+  sm80::mma_16816<T>(acc[0], hi, b[0].z, b[0].w);
   if (two_token_tiles) {
-    sm80::mma_bf16_16816(acc[1], lo, b[1].x, b[1].y);
-    sm80::mma_bf16_16816(acc[1], hi, b[1].z, b[1].w);
+    sm80::mma_16816<T>(acc[1], lo, b[1].x, b[1].y);
+    sm80::mma_16816<T>(acc[1], hi, b[1].z, b[1].w);
   }
 }
 
 // Partial sums of a CTA's kRows rows, one set per warp, then their sum stored: the epilogue of
 // the mma and line kernels. acc[r] is the fragment of row tile r.
-template <int kRowTiles>
-__device__ __forceinline__ void store_rows(float (&partial_sums)[kWarps][kSmallMMaxTokens][16 * kRowTiles],
-                                           const float (&acc)[kRowTiles][2][4], int64_t row0,
-                                           void* out, bool out_f32, float* partial, int32_t m,
-                                           int32_t n) {
+template <typename T, int kRowTiles>
+__device__ __forceinline__ void store_rows(
+    float (&partial_sums)[kWarps][kSmallMMaxTokens][16 * kRowTiles],
+    const float (&acc)[kRowTiles][2][4], int64_t row0, void* out, bool out_f32, float* partial,
+    int32_t m, int32_t n) {
   constexpr int kRows = 16 * kRowTiles;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, t = lane % 4;
@@ -115,18 +121,18 @@ __device__ __forceinline__ void store_rows(float (&partial_sums)[kWarps][kSmallM
     float sum = 0.0f;
 #pragma unroll
     for (int v = 0; v < kWarps; ++v) sum += partial_sums[v][tok][rl];
-    store_result(out, out_f32, partial, mn, tok * static_cast<int64_t>(n) + row, sum);
+    store_result<T>(out, out_f32, partial, mn, tok * static_cast<int64_t>(n) + row, sum);
   }
 }
 
 // kRowTiles 16-row tiles of w per CTA (every warp works on all of them, over its share of k);
 // kUnroll 32-wide k chunks in flight per warp. More rows per CTA re-read x (through L1/L2) less
 // often per byte of w, which counts at m > 8, where x is as wide as a 16-row tile of w.
-template <int kRowTiles, int kUnroll>
+template <typename T, int kRowTiles, int kUnroll>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    smallm_mma_kernel(const Elem* __restrict__ x, const Elem* __restrict__ w,
-                      void* __restrict__ out, bool out_f32, float* __restrict__ partial,
-                      int32_t m, int32_t n, int32_t k, int32_t k_per_split) {
+    smallm_mma_kernel(const T* __restrict__ x, const T* __restrict__ w, void* __restrict__ out,
+                      bool out_f32, float* __restrict__ partial, int32_t m, int32_t n, int32_t k,
+                      int32_t k_per_split) {
   constexpr int kRows = 16 * kRowTiles;
   constexpr int kStep = kWarps * 32;       // k the CTA's warps cover per chunk
   // Each warp's partial sums, token-major so that the final pass reads and writes rows in order.
@@ -139,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int32_t k_end = min(k, k_begin + k_per_split);
   const bool two_token_tiles = m > 8;
 
-  const Elem* w_row[kRowTiles][2];
+  const T* w_row[kRowTiles][2];
   bool w_ok[kRowTiles][2];
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r) {
@@ -150,8 +156,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       w_row[r][h] = w + (w_ok[r][h] ? row : 0) * k;
     }
   }
-  const Elem* x_row[2] = {x + static_cast<int64_t>(min(g, m - 1)) * k,
-                          x + static_cast<int64_t>(min(g + 8, m - 1)) * k};
+  const T* x_row[2] = {x + static_cast<int64_t>(min(g, m - 1)) * k,
+                       x + static_cast<int64_t>(min(g + 8, m - 1)) * k};
   const bool x_ok[2] = {g < m, two_token_tiles && g + 8 < m};
 
   float acc[kRowTiles][2][4] = {};
@@ -176,11 +182,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-      for (int r = 0; r < kRowTiles; ++r) mma_chunk(acc[r], a[u][r][0], a[u][r][1], b[u], two_token_tiles);
+      for (int r = 0; r < kRowTiles; ++r)
+        mma_chunk<T>(acc[r], a[u][r][0], a[u][r][1], b[u], two_token_tiles);
     }
   }
 
-  store_rows<kRowTiles>(partial_sums, acc, row0, out, out_f32, partial, m, n);
+  store_rows<T, kRowTiles>(partial_sums, acc, row0, out, out_f32, partial, m, n);
 }
 
 // Swaps the roles of lane bit kLaneBit and register bit kRegBit over v[8]: the element of lane
@@ -208,7 +215,7 @@ __device__ __forceinline__ void exchange(uint4 (&v)[8], int lane) {
   }
 }
 
-// One 16-row tile of w per CTA, as smallm_mma_kernel<1, 4>, with whole-line loads. A warp step
+// One 16-row tile of w per CTA, as smallm_mma_kernel<T, 1, 4>, with whole-line loads. A warp step
 // covers the tile's 16 rows x 128 columns (the CTA's 8 warps take consecutive steps, so a CTA
 // iteration covers 1024 columns as the mma kernel's does): load j of lane l reads 16 bytes of row
 // 2j + l.bit2 at column 32 * l.bits3-4 + 8 * l.bits0-1 -- 2 rows x 256 contiguous bytes per
@@ -219,10 +226,11 @@ __device__ __forceinline__ void exchange(uint4 (&v)[8], int lane) {
 // second step in flight at two CTAs per SM). On an H100 that made the kernel 1.65 us slower than
 // its loads alone on o (k = 4096: 4 steps per warp; the mma kernel: 0.4 us), which the faster
 // stream earns back on long rows and many rows (gate_up, down, lm_head) but not on qkv and o.
+template <typename T>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    smallm_line_kernel(const Elem* __restrict__ x, const Elem* __restrict__ w,
-                       void* __restrict__ out, bool out_f32, float* __restrict__ partial,
-                       int32_t m, int32_t n, int32_t k, int32_t k_per_split) {
+    smallm_line_kernel(const T* __restrict__ x, const T* __restrict__ w, void* __restrict__ out,
+                       bool out_f32, float* __restrict__ partial, int32_t m, int32_t n, int32_t k,
+                       int32_t k_per_split) {
   constexpr int kStepK = 128;
   constexpr int kIterationK = kStepK * kWarps;
   __shared__ float partial_sums[kWarps][kSmallMMaxTokens][16];
@@ -236,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   // This lane's loads: rows 2j + (lane bit 2), column offset 32 * (lane bits 3-4) + 8t.
   const int32_t load_col = 32 * (lane >> 3) + 8 * t;
-  const Elem* w_row[8];
+  const T* w_row[8];
   bool w_ok[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -244,8 +252,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     w_ok[j] = row < n;
     w_row[j] = w + (w_ok[j] ? row : 0) * k + load_col;
   }
-  const Elem* x_row[2] = {x + static_cast<int64_t>(min(g, m - 1)) * k,
-                          x + static_cast<int64_t>(min(g + 8, m - 1)) * k};
+  const T* x_row[2] = {x + static_cast<int64_t>(min(g, m - 1)) * k,
+                       x + static_cast<int64_t>(min(g + 8, m - 1)) * k};
   const bool x_ok[2] = {g < m, two_token_tiles && g + 8 < m};
 
   float acc[1][2][4] = {};
@@ -270,24 +278,28 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     exchange<3, 0>(v, lane);
     exchange<4, 1>(v, lane);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) mma_chunk(acc[0], v[c], v[c + 4], b[c], two_token_tiles);
+    for (int c = 0; c < 4; ++c) mma_chunk<T>(acc[0], v[c], v[c + 4], b[c], two_token_tiles);
   }
-  store_rows<1>(partial_sums, acc, row0, out, out_f32, partial, m, n);
+  store_rows<T, 1>(partial_sums, acc, row0, out, out_f32, partial, m, n);
 }
 
 #endif  // TESSERA_CUDA
 
 constexpr int kFmaRows = 2;  // rows of w per warp
 
+// The 8 elements of a 16-byte vector of T as floats.
+template <typename T>
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  f[0] = bf16_lo(v.x), f[1] = bf16_hi(v.x), f[2] = bf16_lo(v.y), f[3] = bf16_hi(v.y);
-  f[4] = bf16_lo(v.z), f[5] = bf16_hi(v.z), f[6] = bf16_lo(v.w), f[7] = bf16_hi(v.w);
+  using E = Element<T>;
+  f[0] = E::lo(v.x), f[1] = E::hi(v.x), f[2] = E::lo(v.y), f[3] = E::hi(v.y);
+  f[4] = E::lo(v.z), f[5] = E::hi(v.z), f[6] = E::lo(v.w), f[7] = E::hi(v.w);
 }
 
+template <typename T>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    smallm_fma_kernel(const Elem* __restrict__ x, const Elem* __restrict__ w,
-                      void* __restrict__ out, bool out_f32, float* __restrict__ partial,
-                      int32_t m, int32_t n, int32_t k, int32_t k_per_split) {
+    smallm_fma_kernel(const T* __restrict__ x, const T* __restrict__ w, void* __restrict__ out,
+                      bool out_f32, float* __restrict__ partial, int32_t m, int32_t n, int32_t k,
+                      int32_t k_per_split) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kFmaRows;
   if (row0 >= n) return;  // the whole warp: no shuffle below is left waiting
@@ -300,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int r = 0; r < kFmaRows; ++r) {
       const int64_t row = row0 + r < n ? row0 + r : row0;
-      unpack8(*reinterpret_cast<const uint4*>(w + row * k + kk), wf[r]);
+      unpack8<T>(*reinterpret_cast<const uint4*>(w + row * k + kk), wf[r]);
     }
     // Guarded rather than cut short with break, so that both compilers unroll the loop and
     // acc stays in registers.
@@ -308,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     for (int tok = 0; tok < kSmallMMaxTokens; ++tok) {
       if (tok < m) {
         float xf[8];
-        unpack8(*reinterpret_cast<const uint4*>(x + static_cast<int64_t>(tok) * k + kk), xf);
+        unpack8<T>(*reinterpret_cast<const uint4*>(x + static_cast<int64_t>(tok) * k + kk), xf);
 #pragma unroll
         for (int r = 0; r < kFmaRows; ++r) {
 #pragma unroll
@@ -327,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
         for (int off = kWarpSize / 2; off > 0; off /= 2) v += shfl_xor(v, off);
         if (lane == 0 && row0 + r < n) {
-          store_result(out, out_f32, partial, mn, tok * static_cast<int64_t>(n) + row0 + r, v);
+          store_result<T>(out, out_f32, partial, mn, tok * static_cast<int64_t>(n) + row0 + r, v);
         }
       }
     }
@@ -335,13 +347,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 }
 
 // out[i] = sum over splits of partial[s, i], i over [m, n].
+template <typename T>
 __global__ void smallm_reduce_kernel(const float* __restrict__ partial, int splits, int64_t mn,
                                      void* __restrict__ out, bool out_f32) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < mn;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float sum = 0.0f;
     for (int s = 0; s < splits; ++s) sum += partial[s * mn + i];
-    store(out, out_f32, i, sum);
+    store<T>(out, out_f32, i, sum);
   }
 }
 
@@ -368,9 +381,10 @@ size_t smallm_workspace_floats(int64_t m, int64_t n, int splits) {
   return splits > 1 ? static_cast<size_t>(splits) * m * n : 0;
 }
 
-gpuError_t smallm_linear(SmallMKernel kernel, int splits, const gpu_bf16* x, const gpu_bf16* w,
-                         void* out, bool out_f32, int64_t m, int64_t n, int64_t k,
-                         float* workspace, gpuStream_t stream) {
+template <typename T>
+gpuError_t smallm_linear(SmallMKernel kernel, int splits, const T* x, const T* w, void* out,
+                         bool out_f32, int64_t m, int64_t n, int64_t k, float* workspace,
+                         gpuStream_t stream) {
   if (!smallm_shape_supported(m, n, k) || !smallm_kernel_available(kernel) || splits < 1 ||
       splits > kMaxSplits || (splits > 1 && workspace == nullptr)) {
     return gpuErrorInvalidValue;
@@ -381,25 +395,29 @@ gpuError_t smallm_linear(SmallMKernel kernel, int splits, const gpu_bf16* x, con
   switch (kernel) {
 #if defined(TESSERA_CUDA)
     case SmallMKernel::kMmaRows16:
-      smallm_mma_kernel<1, 4><<<dim3(static_cast<unsigned>(ceil_div(n, 16)), splits), kThreads,
-                                0, stream>>>(x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      smallm_mma_kernel<T, 1, 4>
+          <<<dim3(static_cast<unsigned>(ceil_div(n, 16)), splits), kThreads, 0, stream>>>(
+              x, w, out, out_f32, workspace, mi, ni, ki, kps);
       break;
     case SmallMKernel::kMmaRows32:
-      smallm_mma_kernel<2, 4><<<dim3(static_cast<unsigned>(ceil_div(n, 32)), splits), kThreads,
-                                0, stream>>>(x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      smallm_mma_kernel<T, 2, 4>
+          <<<dim3(static_cast<unsigned>(ceil_div(n, 32)), splits), kThreads, 0, stream>>>(
+              x, w, out, out_f32, workspace, mi, ni, ki, kps);
       break;
     case SmallMKernel::kMmaRows64:
-      smallm_mma_kernel<4, 2><<<dim3(static_cast<unsigned>(ceil_div(n, 64)), splits), kThreads,
-                                0, stream>>>(x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      smallm_mma_kernel<T, 4, 2>
+          <<<dim3(static_cast<unsigned>(ceil_div(n, 64)), splits), kThreads, 0, stream>>>(
+              x, w, out, out_f32, workspace, mi, ni, ki, kps);
       break;
     case SmallMKernel::kLineRows16:
-      smallm_line_kernel<<<dim3(static_cast<unsigned>(ceil_div(n, 16)), splits), kThreads, 0,
-                           stream>>>(x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      smallm_line_kernel<T>
+          <<<dim3(static_cast<unsigned>(ceil_div(n, 16)), splits), kThreads, 0, stream>>>(
+              x, w, out, out_f32, workspace, mi, ni, ki, kps);
       break;
 #endif
     case SmallMKernel::kFma:
-      smallm_fma_kernel<<<dim3(static_cast<unsigned>(ceil_div(n, kWarps * kFmaRows)), splits),
-                          kThreads, 0, stream>>>(x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      smallm_fma_kernel<T><<<dim3(static_cast<unsigned>(ceil_div(n, kWarps * kFmaRows)), splits),
+                             kThreads, 0, stream>>>(x, w, out, out_f32, workspace, mi, ni, ki, kps);
       break;
     default:
       return gpuErrorInvalidValue;
@@ -407,9 +425,15 @@ gpuError_t smallm_linear(SmallMKernel kernel, int splits, const gpu_bf16* x, con
   if (splits == 1) return gpuGetLastError();
   if (const gpuError_t err = gpuGetLastError(); err != gpuSuccess) return err;
   const int64_t mn = m * n;
-  smallm_reduce_kernel<<<static_cast<unsigned>(std::min<int64_t>(ceil_div(mn, kThreads), 1024)),
-                         kThreads, 0, stream>>>(workspace, splits, mn, out, out_f32);
+  smallm_reduce_kernel<T><<<static_cast<unsigned>(std::min<int64_t>(ceil_div(mn, kThreads), 1024)),
+                            kThreads, 0, stream>>>(workspace, splits, mn, out, out_f32);
   return gpuGetLastError();
 }
+
+#define TESSERA_SMALLM_LAUNCHER(T)                                                               \
+  template gpuError_t smallm_linear(SmallMKernel, int, const T*, const T*, void*, bool, int64_t, \
+                                    int64_t, int64_t, float*, gpuStream_t);
+TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_SMALLM_LAUNCHER)
+#undef TESSERA_SMALLM_LAUNCHER
 
 }  // namespace tessera::gpu

@@ -1,7 +1,8 @@
 // tessera's own GEMM kernels for decode-sized batches: out[m, n] = x[m, k] @ w[n, k]^T with
-// m (tokens) <= kSmallMMaxTokens, bf16 inputs, fp32 accumulation, bf16 or fp32 output. At such m
-// the GEMM is a weight stream: every byte of w is read once, so the kernels aim at memory
-// bandwidth (16-byte loads, many in flight) rather than at the matrix units' rate.
+// m (tokens) <= kSmallMMaxTokens, bf16 or fp16 inputs, fp32 accumulation, output of the input
+// type or fp32. At such m the GEMM is a weight stream: every byte of w is read once, so the
+// kernels aim at memory bandwidth (16-byte loads, many in flight) rather than at the matrix
+// units' rate.
 //
 //   kMmaRows16 / 32 / 64  (CUDA) each warp streams 16, 32 or 64 rows of w straight from global
 //            memory into mma.sync m16n8k16 fragments (rows of w as the 16-row side, tokens as
@@ -42,10 +43,12 @@ bool smallm_shape_supported(int64_t m, int64_t n, int64_t k);
 // fp32 elements of `workspace` that `splits` needs (0 for one split).
 size_t smallm_workspace_floats(int64_t m, int64_t n, int splits);
 
-// out: [m, n] row-major, fp32 when out_f32 else bf16. Returns gpuErrorInvalidValue for an
-// unsupported shape, kernel or split count, else the launch's error.
-gpuError_t smallm_linear(SmallMKernel kernel, int splits, const gpu_bf16* x, const gpu_bf16* w,
-                         void* out, bool out_f32, int64_t m, int64_t n, int64_t k,
-                         float* workspace, gpuStream_t stream);
+// out: [m, n] row-major, fp32 when out_f32 else T. Returns gpuErrorInvalidValue for an
+// unsupported shape, kernel or split count, else the launch's error. Built for T = gpu_bf16 and
+// gpu_f16 (gpu.h's element types).
+template <typename T>
+gpuError_t smallm_linear(SmallMKernel kernel, int splits, const T* x, const T* w, void* out,
+                         bool out_f32, int64_t m, int64_t n, int64_t k, float* workspace,
+                         gpuStream_t stream);
 
 }  // namespace tessera::gpu
