@@ -23,6 +23,8 @@
 #   graphs   GPU kernel tests (decode graphs against direct steps among them); tesserad on the
 #            8B-shaped model
 #            with --decode-graphs off, then auto, `tessera bench serve` at concurrency 1 and 64
+#   dtypes   the 8B-shaped model in bfloat16 and float16: fp16 logits and greedy tokens against
+#            bf16's, `tessera bench serve` at concurrency 1 and 64 in each
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -31,7 +33,7 @@
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-stage=${1:?usage: scripts/gpu-check.sh kernels|e2e|default|multi|tuning|graphs|gemm [BUNDLE_DIR]}
+stage=${1:?usage: scripts/gpu-check.sh kernels|e2e|default|multi|tuning|graphs|gemm|dtypes [BUNDLE_DIR]}
 bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
@@ -67,9 +69,10 @@ run_kernels() {
   echo "== tessera bench kernels"; cat "$out/bench_kernels.log"
 }
 
-wait_ready() {  # admin HTTP /readyz answers 200
+wait_ready() {  # admin HTTP /readyz answers 200; fails at once when the server has exited
   for _ in $(seq 1 300); do
     curl -sf "http://127.0.0.1:8002/readyz" > /dev/null && return 0
+    kill -0 "$server_pid" 2> /dev/null || return 1
     sleep 1
   done
   return 1
@@ -240,6 +243,39 @@ run_gemm() {
   echo "== tessera bench gemm"; grep -v '^[a-z_]* M=' "$out/bench_gemm.log"
 }
 
+# The 8B-shaped model served in bfloat16 and in float16: each one's logits and 64 greedy tokens on
+# 3 prompts (fp16 against bf16: both round an fp32 computation, fp16 with 3 more mantissa bits),
+# and `tessera bench serve` at concurrency 1 and 64.
+run_dtypes() {
+  local model=/tmp/llama8b
+  rm -rf "$model"  # a model left by a failed run would be taken as made
+  python3 tests/reference/random_llama.py "$model" > "$out/random_llama.log" 2>&1 \
+    || { tail -5 "$out/random_llama.log"; status=1; return; }
+  local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
+  for dt in bfloat16 float16; do
+    TESSERA_BACKEND=gpu TESSERA_DTYPE=$dt "$bundle/bin/dump_logits" "$model" "$out/dtype_$dt.json" \
+      "${prompts[@]}" > "$out/dtype_$dt.log" 2>&1 || { echo "dump_logits $dt failed"; tail -3 "$out/dtype_$dt.log"; status=1; }
+  done
+  python3 - "$out"/dtype_{bfloat16,float16}.json <<'PY' || status=1
+import json, sys, math
+bf, fp = (json.load(open(p)) for p in sys.argv[1:])
+print("prompt  greedy_same/64  fp16_vs_bf16_logits_rel_err")
+for i, (a, b) in enumerate(zip(bf, fp)):
+    same = next((k for k, (x, y) in enumerate(zip(a["greedy"], b["greedy"])) if x != y), len(a["greedy"]))
+    num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["logits"], b["logits"])))
+    den = math.sqrt(sum(x * x for x in a["logits"]))
+    print(f"{i:6d}  {same:2d}              {num / den:.2e}")
+PY
+  for dt in bfloat16 float16; do
+    start_server "$dt" --dtype "$dt" || continue
+    for c in 1 64; do
+      bench_serve "$dt" $c
+      echo "$dt c=$c: $(grep -m1 "output throughput" "$out/serve_${dt}_c$c.log")"
+    done
+    stop_server
+  done
+}
+
 case "$stage" in
   kernels) run_kernels ;;
   multi) run_multi ;;
@@ -248,6 +284,7 @@ case "$stage" in
   default) run_default ;;
   gemm) run_gemm ;;
   graphs) run_graphs ;;
+  dtypes) run_dtypes ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 exit $status
