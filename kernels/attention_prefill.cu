@@ -71,6 +71,16 @@ struct PrefillTile {
   }
 };
 
+// Adds the quad's four partial sums into l0 and l1 (the two query rows a thread's m16n8
+// accumulator fragments hold) and returns their inverses, 0 for a row that saw no key.
+__device__ __forceinline__ float2 reduce_row_sums(float& l0, float& l1) {
+  l0 += shfl_xor(l0, 1);
+  l0 += shfl_xor(l0, 2);
+  l1 += shfl_xor(l1, 1);
+  l1 += shfl_xor(l1, 2);
+  return make_float2(l0 > 0.0f ? 1.0f / l0 : 0.0f, l1 > 0.0f ? 1.0f / l1 : 0.0f);
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     prefill_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
@@ -226,11 +236,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // K of the next tile landed; every warp is done reading V
   }
 
-  l0 += shfl_xor(l0, 1);
-  l0 += shfl_xor(l0, 2);
-  l1 += shfl_xor(l1, 1);
-  l1 += shfl_xor(l1, 2);
-  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  const float2 inv = reduce_row_sums(l0, l1);
+  const float inv0 = inv.x, inv1 = inv.y;
   const int64_t out_stride = static_cast<int64_t>(num_heads) * D;
   T* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;
   T* o1 = o0 + 8 * out_stride;
@@ -627,11 +634,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // O / l of the current query tile to `out`.
   auto store = [&] {
-    l0 += shfl_xor(l0, 1);
-    l0 += shfl_xor(l0, 2);
-    l1 += shfl_xor(l1, 1);
-    l1 += shfl_xor(l1, 2);
-    const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+    const float2 inv = reduce_row_sums(l0, l1);
+    const float inv0 = inv.x, inv1 = inv.y;
     const int64_t out_stride = static_cast<int64_t>(num_heads) * D;
     const int row0 = tp.qt * kBlockM + row_in_tile;
     T* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;

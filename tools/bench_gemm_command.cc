@@ -78,18 +78,21 @@ constexpr int kFinalists = 3;         // fastest candidates checked and timed ag
 constexpr double kRoughMs = 2.0;      // device time of one candidate's first timing
 constexpr double kFinalMs = 60.0;     // device time of each final timing
 
+// A start and a stop event, destroyed on every return (the failing ones too).
+struct TimingEvents {
+  gpuEvent_t start = nullptr, stop = nullptr;
+  ~TimingEvents() {
+    if (start != nullptr) (void)gpuEventDestroy(start);
+    if (stop != nullptr) (void)gpuEventDestroy(stop);
+  }
+};
+
 absl::StatusOr<double> copy_bandwidth(GpuBackend& gpu) {
   const size_t bytes = size_t{1} << 30;
   TESSERA_ASSIGN_OR_RETURN(DeviceBuffer a, gpu.allocate(bytes));
   TESSERA_ASSIGN_OR_RETURN(DeviceBuffer b, gpu.allocate(bytes));
   GPU_CHECK(gpu::fill_uniform(static_cast<gpu_bf16*>(a.data()), bytes / 2, 7, -1, 1, gpu.stream()));
-  struct Events {  // destroyed on every return, the failing ones too
-    gpuEvent_t start = nullptr, stop = nullptr;
-    ~Events() {
-      if (start != nullptr) (void)gpuEventDestroy(start);
-      if (stop != nullptr) (void)gpuEventDestroy(stop);
-    }
-  } ev;
+  TimingEvents ev;
   GPU_CHECK(gpuEventCreate(&ev.start));
   GPU_CHECK(gpuEventCreate(&ev.stop));
   std::vector<float> ms;
@@ -115,13 +118,7 @@ absl::StatusOr<double> read_ms(GpuBackend& gpu, size_t bytes, int copies) {
                                 static_cast<int64_t>(bytes / 2), 11 + c, -1, 1, gpu.stream()));
   }
   TESSERA_ASSIGN_OR_RETURN(DeviceBuffer sink, gpu.allocate(sizeof(uint32_t)));
-  struct Events {  // destroyed on every return, the failing ones too
-    gpuEvent_t start = nullptr, stop = nullptr;
-    ~Events() {
-      if (start != nullptr) (void)gpuEventDestroy(start);
-      if (stop != nullptr) (void)gpuEventDestroy(stop);
-    }
-  } ev;
+  TimingEvents ev;
   GPU_CHECK(gpuEventCreate(&ev.start));
   GPU_CHECK(gpuEventCreate(&ev.stop));
   auto mean_ms = [&](int64_t iterations) -> absl::StatusOr<double> {
