@@ -1,12 +1,10 @@
 #include "server/warmup_call.h"
 
-
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
-#include "absl/strings/match.h"
 #include "server/metrics/bearer_token.h"
 #include "server/status_mapping.h"
 #include "server/warmup_proto.h"

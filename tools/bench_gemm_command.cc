@@ -30,6 +30,7 @@
 #include "tools/text_table.h"
 
 #if defined(TESSERA_WITH_GPU)
+#include "absl/functional/function_ref.h"
 #include "kernels/gemm/stream_read.h"
 #include "kernels/gpu_backend.h"
 #include "kernels/gpu_ops.h"
@@ -108,6 +109,20 @@ absl::StatusOr<double> copy_bandwidth(GpuBackend& gpu) {
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;  // bytes read + written, GB/s
 }
 
+// The median of three means of about `budget_ms` each; `mean_ms(n)` times n calls and returns their
+// mean. `estimate_ms` (one call's rough time) sets n.
+absl::StatusOr<double> median_of_three(absl::FunctionRef<absl::StatusOr<double>(int64_t)> mean_ms,
+                                       double estimate_ms, double budget_ms) {
+  const int64_t iterations =
+      std::clamp<int64_t>(static_cast<int64_t>(budget_ms / std::max(estimate_ms, 1e-3)), 1, 1000);
+  std::vector<double> ms;
+  for (int r = 0; r < 3; ++r) {
+    TESSERA_ASSIGN_OR_RETURN(ms.emplace_back(), mean_ms(iterations));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[1];
+}
+
 // gpu::stream_read of `bytes` from `copies` buffers in turn, timed as timed_ms times a candidate:
 // median of three event-timed means of about kFinalMs each.
 absl::StatusOr<double> read_ms(GpuBackend& gpu, size_t bytes, int copies) {
@@ -135,27 +150,14 @@ absl::StatusOr<double> read_ms(GpuBackend& gpu, size_t bytes, int copies) {
   };
   TESSERA_RETURN_IF_ERROR(mean_ms(1).status());  // warm-up
   TESSERA_ASSIGN_OR_RETURN(const double estimate, mean_ms(1));
-  const int64_t iterations =
-      std::clamp<int64_t>(static_cast<int64_t>(kFinalMs / std::max(estimate, 1e-3)), 1, 1000);
-  std::vector<double> ms;
-  for (int r = 0; r < 3; ++r) {
-    TESSERA_ASSIGN_OR_RETURN(ms.emplace_back(), mean_ms(iterations));
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[1];
+  return median_of_three(mean_ms, estimate, kFinalMs);
 }
 
 // Median of three event-timed means of about `budget_ms` each.
 absl::StatusOr<double> timed_ms(TunableGemm& t, const std::string& name, double estimate_ms,
                                 double budget_ms) {
-  const int64_t iterations =
-      std::clamp<int64_t>(static_cast<int64_t>(budget_ms / std::max(estimate_ms, 1e-3)), 1, 1000);
-  std::vector<double> ms;
-  for (int r = 0; r < 3; ++r) {
-    TESSERA_ASSIGN_OR_RETURN(ms.emplace_back(), t.time_ms(name, iterations));
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[1];
+  return median_of_three([&](int64_t iterations) { return t.time_ms(name, iterations); },
+                         estimate_ms, budget_ms);
 }
 
 bool within(const std::vector<float>& ref, const std::vector<float>& got,

@@ -1,6 +1,5 @@
 #include "server/metrics/admin_http_server.h"
 
-
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -12,7 +11,6 @@
 #include <exception>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/metrics/bearer_token.h"
