@@ -324,21 +324,11 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-// asm volatile(BEFORE "bf16.bf16" AFTER, then the asm's ": outputs : inputs") for bf16 operands,
-// with "f16.f16" for fp16: one wgmma text serves both element types (PTX names the A/B type in
-// the instruction, not in an operand), its type filled in per T.
-#define TESSERA_WGMMA_ASM(T, BEFORE, AFTER, ...)           \
-  if constexpr (std::is_same_v<T, gpu_f16>) {              \
-    asm volatile(BEFORE "f16.f16" AFTER __VA_ARGS__);      \
-  } else {                                                 \
-    asm volatile(BEFORE "bf16.bf16" AFTER __VA_ARGS__);    \
-  }
-
 // d[64 x 64] += a[64 x 16] (registers, the mma.m16n8k16 A layout per warp) b[16 x 64], b N-major
 // (transposed) in 128-byte-swizzled shared memory.
 template <typename T>
 __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
-  TESSERA_WGMMA_ASM(T,
+  TESSERA_TYPED_MMA_ASM(T,
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.",
       " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n",
@@ -381,7 +371,7 @@ __device__ __forceinline__ void named_bar_arrive(int id, int count) {
 // memory (n8 chunk i of d: [4i], [4i+1] in the lane's first row, [4i+2], [4i+3] eight rows down).
 template <typename T>
 __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  TESSERA_WGMMA_ASM(T,
+  TESSERA_TYPED_MMA_ASM(T,
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.",
       " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n",
@@ -392,7 +382,7 @@ __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t desc_a, u
 // The same, d = a b^T (d is only written: no instruction before it has to define d).
 template <typename T>
 __device__ __forceinline__ void wgmma_ss_n128_zero(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
-  TESSERA_WGMMA_ASM(T,
+  TESSERA_TYPED_MMA_ASM(T,
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.",
       " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n",
@@ -405,7 +395,7 @@ __device__ __forceinline__ void wgmma_ss_n128_zero(float (&d)[64], uint64_t desc
 template <typename T>
 __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d0)[32], float (&d1)[32], const uint32_t (&a)[4],
                                                  uint64_t desc_b) {
-  TESSERA_WGMMA_ASM(T,
+  TESSERA_TYPED_MMA_ASM(T,
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.",
       " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n",

@@ -50,33 +50,26 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "r"(smem_addr(smem)));
 }
 
-// c[16x8] += a[16x16] b[16x8], bf16 inputs, fp32 accumulators (PTX fragment layouts).
-__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// The same with fp16 inputs.
-__device__ __forceinline__ void mma_f16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                              uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// The m16n8k16 MMA of element type T (gpu_bf16 or gpu_f16).
+// An asm statement whose PTX names the two 16-bit input types of element type T: BEFORE, then
+// "bf16.bf16" or "f16.f16", then AFTER, then the operand lists. PTX names the A/B type in the
+// instruction, not in an operand, so one text serves both types (mma.sync here, wgmma in
+// attention_prefill.cu).
+#define TESSERA_TYPED_MMA_ASM(T, BEFORE, AFTER, ...)       \
+  if constexpr (std::is_same_v<T, gpu_f16>) {              \
+    asm volatile(BEFORE "f16.f16" AFTER __VA_ARGS__);      \
+  } else {                                                 \
+    asm volatile(BEFORE "bf16.bf16" AFTER __VA_ARGS__);    \
+  }
+
+// c[16x8] += a[16x16] b[16x8] with inputs of element type T (gpu_bf16 or gpu_f16), fp32
+// accumulators (PTX fragment layouts).
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                           uint32_t b1) {
-  if constexpr (std::is_same_v<T, gpu_f16>) {
-    mma_f16_16816(c, a, b0, b1);
-  } else {
-    mma_bf16_16816(c, a, b0, b1);
-  }
+  TESSERA_TYPED_MMA_ASM(T, "mma.sync.aligned.m16n8k16.row.col.f32.",
+      ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n",
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 }  // namespace tessera::gpu::sm80
