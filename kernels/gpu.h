@@ -44,9 +44,6 @@ inline constexpr gpuError_t gpuErrorPeerAccessAlreadyEnabled = hipErrorPeerAcces
 #define gpuSetDevice hipSetDevice
 #define gpuGetDeviceProperties hipGetDeviceProperties
 using gpuDeviceProp = hipDeviceProp_t;
-#define gpuDeviceGetAttribute hipDeviceGetAttribute
-inline constexpr hipDeviceAttribute_t gpuDevAttrMultiProcessorCount =
-    hipDeviceAttributeMultiprocessorCount;
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
 #define gpuMallocHost hipHostMalloc
@@ -107,8 +104,6 @@ inline constexpr gpuError_t gpuErrorPeerAccessAlreadyEnabled = cudaErrorPeerAcce
 #define gpuSetDevice cudaSetDevice
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 using gpuDeviceProp = cudaDeviceProp;
-#define gpuDeviceGetAttribute cudaDeviceGetAttribute
-inline constexpr cudaDeviceAttr gpuDevAttrMultiProcessorCount = cudaDevAttrMultiProcessorCount;
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
 #define gpuMallocHost cudaMallocHost

@@ -1,8 +1,8 @@
 // The tensor-core building blocks of the CUDA attention and small-M GEMM kernels: 16-byte
-// cp.async copies into shared memory, the swizzled tile layout they fill, ldmatrix fragment loads
-// and the bf16 and fp16 m16n8k16 MMAs (sm_80 and newer, sm_90a included). PTX, so CUDA only: on
-// ROCm the same roles belong to MFMA, which is not written yet (the kernels say what HIP builds
-// run).
+// cp.async copies into shared memory, the swizzled tile layout they fill, ldmatrix fragment loads,
+// the bf16 and fp16 m16n8k16 MMAs (sm_80 and newer, sm_90a included), and a load that skips L1.
+// PTX, so CUDA only: on ROCm the same roles belong to MFMA, which is not written yet (the kernels
+// say what HIP builds run).
 #pragma once
 
 #include <type_traits>
@@ -48,6 +48,18 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(smem)));
+}
+
+// 16 bytes at `p` read through the non-coherent path without allocating in L1: data read once,
+// which should not evict what is re-read. The pointer keeps its element type: taking const void*
+// reordered the small-M kernels' address arithmetic in nvcc 13.0's PTX.
+template <typename T>
+__device__ __forceinline__ uint4 load_once(const T* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
 }
 
 // An asm statement whose PTX names the two 16-bit input types of element type T: BEFORE, then

@@ -139,7 +139,7 @@ absl::StatusOr<double> read_ms(GpuBackend& gpu, size_t bytes, int copies) {
   auto mean_ms = [&](int64_t iterations) -> absl::StatusOr<double> {
     GPU_CHECK(gpuEventRecord(ev.start, gpu.stream()));
     for (int64_t i = 0; i < iterations; ++i) {
-      GPU_CHECK(gpu::stream_read(buffers[i % copies].data(), bytes,
+      GPU_CHECK(gpu::stream_read(buffers[i % copies].data(), bytes, gpu.multiprocessors(),
                                  static_cast<uint32_t*>(sink.data()), gpu.stream()));
     }
     GPU_CHECK(gpuEventRecord(ev.stop, gpu.stream()));

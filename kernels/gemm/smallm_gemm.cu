@@ -64,18 +64,6 @@ __device__ __forceinline__ void store_result(void* out, bool out_f32, float* par
 
 #if defined(TESSERA_CUDA)
 
-// w is read exactly once: keep it out of L1 so that x (re-read by every CTA) stays there. The
-// pointer keeps its element type: taking const void* reordered the bf16 mma kernels' address
-// arithmetic in nvcc 13.0's PTX.
-template <typename T>
-__device__ __forceinline__ uint4 load_once(const T* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
 // One 32-wide k chunk of a 16-row tile of w (the fragment trick above): a_g / a_g8 are the lane's
 // 16 bytes of rows g and g + 8, b[0] / b[1] those of tokens g and g + 8 (b[1] only used at m > 8).
 template <typename T>
@@ -172,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
       for (int r = 0; r < kRowTiles; ++r) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) a[u][r][h] = in && w_ok[r][h] ? load_once(w_row[r][h] + kk) : zero;
+        for (int h = 0; h < 2; ++h) a[u][r][h] = in && w_ok[r][h] ? sm80::load_once(w_row[r][h] + kk) : zero;
       }
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
@@ -265,7 +253,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     uint4 v[8], b[4][2];
     const bool w_in = kb + load_col < k_end;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = w_in && w_ok[j] ? load_once(w_row[j] + kb) : zero;
+    for (int j = 0; j < 8; ++j) v[j] = w_in && w_ok[j] ? sm80::load_once(w_row[j] + kb) : zero;
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int32_t kk = kb + 32 * c + 8 * t;

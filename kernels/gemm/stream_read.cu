@@ -1,6 +1,7 @@
 // The read-only reference kernel (see stream_read.h).
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/gemm/stream_read.h"
+#include "kernels/mma_sm80.h"
 
 #include <algorithm>
 
@@ -16,11 +17,7 @@ constexpr uint32_t kImprobable = 0x9e3779b9u;
 
 __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
 #if defined(TESSERA_CUDA)
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
+  return sm80::load_once(p);
 #else
   return *p;
 #endif
@@ -51,18 +48,15 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) stream_read_kernel(const
 
 }  // namespace
 
-gpuError_t stream_read(const void* data, size_t bytes, uint32_t* sink, gpuStream_t stream) {
-  if (bytes % 16 != 0 || reinterpret_cast<uintptr_t>(data) % 16 != 0) return gpuErrorInvalidValue;
-  if (bytes == 0) return gpuSuccess;
-  int device = 0, sms = 0;
-  if (const gpuError_t err = gpuGetDevice(&device); err != gpuSuccess) return err;
-  if (const gpuError_t err = gpuDeviceGetAttribute(&sms, gpuDevAttrMultiProcessorCount, device);
-      err != gpuSuccess) {
-    return err;
+gpuError_t stream_read(const void* data, size_t bytes, int multiprocessors, uint32_t* sink,
+                       gpuStream_t stream) {
+  if (bytes % 16 != 0 || reinterpret_cast<uintptr_t>(data) % 16 != 0 || multiprocessors < 1) {
+    return gpuErrorInvalidValue;
   }
+  if (bytes == 0) return gpuSuccess;
   const int64_t vectors = static_cast<int64_t>(bytes / 16);
   const int64_t blocks = (vectors + kBlockVectors - 1) / kBlockVectors;
-  const int64_t ctas = std::min<int64_t>(int64_t{sms} * kCtasPerSm, blocks);
+  const int64_t ctas = std::min<int64_t>(int64_t{multiprocessors} * kCtasPerSm, blocks);
   // Shares in whole blocks of kThreads x kLoadsInFlight vectors, so only the last CTA is short.
   const int64_t per_cta = (blocks + ctas - 1) / ctas * kBlockVectors;
   stream_read_kernel<<<static_cast<unsigned>((vectors + per_cta - 1) / per_cta), kThreads, 0,

@@ -12,9 +12,10 @@
 namespace tessera::gpu {
 
 // Reads `bytes` (a multiple of 16) of 16-byte aligned `data` once: two 256-thread CTAs per
-// multiprocessor, each an equal contiguous share, every thread eight 16-byte loads in flight. The
+// multiprocessor (the device has `multiprocessors`; asked once by the caller, not per call), each an equal contiguous share, every thread eight 16-byte loads in flight. The
 // loaded words are folded per thread and stored to `sink` (one word) only when the fold hits a
 // fixed improbable value, so that the loads cannot be dropped and nothing else is written.
-gpuError_t stream_read(const void* data, size_t bytes, uint32_t* sink, gpuStream_t stream);
+gpuError_t stream_read(const void* data, size_t bytes, int multiprocessors, uint32_t* sink,
+                       gpuStream_t stream);
 
 }  // namespace tessera::gpu
