@@ -323,6 +323,9 @@ std::vector<AttnCase> attention_cases() {
   // tiles; on H100 each CTA takes two query tiles at up to 1024 queries).
   const std::vector<std::pair<int32_t, int32_t>> prefill = {{0, 300}, {200, 77}, {0, 3}, {0, 129},
                                                             {100, 400}};
+  // One sequence decoding alone over a long context: the most splits (over 32 with 4 KV heads),
+  // so the combine runs more than one pass of its batched loads.
+  const std::vector<std::pair<int32_t, int32_t>> decode_alone = {{8000, 1}};
   // Longer prefill: over 1024 queries (H100: one query tile per CTA), chunked and not.
   const std::vector<std::pair<int32_t, int32_t>> long_prefill = {{0, 1100}, {300, 1030}, {0, 5}};
   std::vector<AttnCase> cases;
@@ -330,6 +333,7 @@ std::vector<AttnCase> attention_cases() {
     for (auto [h, kv] : std::vector<std::pair<int32_t, int32_t>>{{8, 8}, {16, 4}, {32, 4}, {24, 8}}) {
       cases.push_back({d, h, kv, mixed, "mixed"});
       cases.push_back({d, h, kv, decode, "decode"});
+      cases.push_back({d, h, kv, decode_alone, "decode-alone"});
       cases.push_back({d, h, kv, prefill, "prefill"});
       cases.push_back({d, h, kv, long_prefill, "long-prefill"});
     }
@@ -387,6 +391,13 @@ TEST_P(GpuKernelTest, RopeAndCache) {
 }
 
 TEST_P(GpuKernelTest, Attention) {
+  // The decode-alone case takes the combine through more than one pass of its batched loads (8
+  // loads x 4 rows = 32 splits a pass at d=128) where the plan splits that much: on GPUs of 64+
+  // multiprocessors (H100: 63 splits with 4 KV heads). Checked, so the case cannot quietly stop
+  // covering it.
+  if (gpu_->multiprocessors() >= 64) {
+    EXPECT_GT(gpu::plan_decode_splits(1, 4, 8001, gpu_->multiprocessors()).num_splits, 32);
+  }
   for (const AttnCase& c : attention_cases()) {
     AttnInputs in = attention_inputs(c, 2.0f);
     const AttentionShape shape = in.shape;
