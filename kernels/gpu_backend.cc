@@ -455,7 +455,7 @@ void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
   if (!check_dtype(x, dtype_, "linear", "x") || !check_dtype(w, dtype_, "linear", "w")) {
     return;
   }
-  const GemmDType dtype = dtype_ == DType::kF16 ? GemmDType::kF16 : GemmDType::kBF16;
+  const GemmDType dtype = gemm_dtype_of(dtype_);
   gpu::GemmShape shape{x.dim(0), w.dim(0), w.dim(1), dtype, dtype};
   if (out.dtype == DType::kF32) {
     shape.out = GemmDType::kF32;

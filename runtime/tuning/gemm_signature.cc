@@ -35,6 +35,17 @@ std::optional<std::pair<bool, bool>> parse_transposes(std::string_view s, bool u
 
 }  // namespace
 
+GemmDType gemm_dtype_of(DType compute) {
+  switch (compute) {
+    case DType::kBF16:
+      return GemmDType::kBF16;
+    case DType::kF16:
+      return GemmDType::kF16;
+    default:
+      return GemmDType::kF32;
+  }
+}
+
 std::string_view gemm_dtype_name(GemmDType t) {
   switch (t) {
     case GemmDType::kBF16:

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/model/dtype.h"
 
 namespace tessera {
 
@@ -30,6 +31,8 @@ enum class GemmDType { kBF16, kF16, kF32 };
 
 // PyTorch's type name: "BFloat16", "Half", "float".
 std::string_view gemm_dtype_name(GemmDType t);
+// The GEMM dtype of a backend's compute dtype (fp32 -> kF32, bf16 -> kBF16, fp16 -> kF16).
+GemmDType gemm_dtype_of(DType compute);
 
 struct GemmSignature {
   GemmDType dtype = GemmDType::kBF16;      // A and B

@@ -8,17 +8,6 @@
 
 namespace tessera {
 
-GemmDType gemm_dtype_of(DType compute) {
-  switch (compute) {
-    case DType::kBF16:
-      return GemmDType::kBF16;
-    case DType::kF16:
-      return GemmDType::kF16;
-    default:
-      return GemmDType::kF32;
-  }
-}
-
 GemmModelShape gemm_model_shape(const ModelConfig& config, GemmDType dtype) {
   GemmModelShape s;
   s.hidden = config.hidden_size;

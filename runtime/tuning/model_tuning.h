@@ -48,9 +48,6 @@ struct GemmTuningStats {
   std::vector<GemmGain> gains;
 };
 
-// The GEMM dtype of a backend's compute dtype (fp32 -> kF32, bf16 -> kBF16, fp16 -> kF16).
-GemmDType gemm_dtype_of(DType compute);
-
 // The dimensions of `config` that decide its GEMMs, in `dtype`.
 GemmModelShape gemm_model_shape(const ModelConfig& config, GemmDType dtype);
 

@@ -166,7 +166,7 @@ class GpuGemmTest : public ::testing::TestWithParam<DType> {
   void SetUp() override {
     if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
     dtype_ = GetParam();
-    gemm_dtype_ = dtype_ == DType::kF16 ? GemmDType::kF16 : GemmDType::kBF16;
+    gemm_dtype_ = gemm_dtype_of(dtype_);
     GpuBackend* backend = suite_gpu_backend<GpuGemmTest>(dtype_);
     static gpu::Gemm* gemm = [] {
       std::unique_ptr<gpu::Gemm> g;
