@@ -29,10 +29,22 @@ gpuError_t launch_as(DType dtype, Launch&& launch) {
 // Int32 elements of a step's metadata: token_ids, positions, slot_mapping, seq_of [n];
 // query_start [seqs + 1]; context_len [seqs]; logits_rows; prefill_seqs and decode_seqs [seqs in
 // all]; block_tables.
-size_t step_metadata_elements(const StepBatch& batch) {
-  const size_t n = batch.token_ids.size(), seqs = batch.context_len.size();
-  return 4 * n + 3 * seqs + 1 + batch.logits_rows.size() + batch.block_tables.size();
+// upload_step's int32 arrays: token ids, positions, slots and sequence of each token; query
+// starts (seqs + 1), context lengths, and the prefill and decode sequence lists (seqs together);
+// logit rows; block tables.
+constexpr size_t metadata_elements(size_t tokens, size_t seqs, size_t logit_rows,
+                                   size_t table_entries) {
+  return 4 * tokens + 3 * seqs + 1 + logit_rows + table_entries;
 }
+
+size_t step_metadata_elements(const StepBatch& batch) {
+  return metadata_elements(batch.token_ids.size(), batch.context_len.size(),
+                           batch.logits_rows.size(), batch.block_tables.size());
+}
+
+// Graph steps' metadata starts large enough for a decode step of 256 sequences with 2048-block
+// tables (32k tokens of 16-token blocks), so that it rarely moves (which stales recordings).
+constexpr size_t kGraphStepMinElements = metadata_elements(256, 256, 256, 256 * 2048);
 
 }  // namespace
 
@@ -402,7 +414,7 @@ void GpuBackend::begin_graph_step(const StepBatch& batch, int32_t max_context) {
   make_current();
   // Every step of one graph key has the same sizes, so its arrays sit at the same offsets; only
   // the buffer moving (growing) changes their addresses, which makes every recording stale. It
-  // starts large enough for 256 sequences with 2048-block tables (32k tokens of 16-token blocks).
+  // starts at kGraphStepMinElements.
   const size_t elements = std::max(step_metadata_elements(batch), kGraphStepMinElements);
   absl::StatusOr<bool> moved = reserve_step_memory(graph_step_mem_, elements);
   if (!moved.ok()) {

@@ -141,7 +141,6 @@ class GpuBackend final : public Backend {
   // graph_generation_).
   StepMemory step_mem_;
   StepMemory graph_step_mem_;
-  static constexpr size_t kGraphStepMinElements = 256 * (2048 + 9) + 1;
   // Moves whenever memory a recording points into moves (graph step metadata, decode partials).
   uint64_t graph_generation_ = 1;
   std::unordered_map<uint64_t, StepGraph> graphs_;
