@@ -1,6 +1,8 @@
-// The GPU kernel test suites' backends: one GpuBackend on device 0 per suite and compute dtype,
-// made on first use and kept for the process (each suite has its own, so that what one suite
-// sets on its backend -- a GEMM solution source, say -- never reaches another suite's tests).
+// The GPU kernel test suites' backends: one GpuBackend on device 0 per fixture type and compute
+// dtype, made on first use and kept for the process, so that what one suite sets on its backend
+// -- a GEMM solution source, say -- never reaches another suite's tests. A fixture derived from
+// another (GpuSmallMGemmTest from GpuGemmTest) shares its base's backend and must undo what it
+// sets in TearDown.
 #pragma once
 
 #include <cstdio>
