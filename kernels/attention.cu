@@ -8,6 +8,7 @@
 #include <cfloat>
 
 #include "kernels/gpu_ops.h"
+#include "kernels/launch.h"
 
 namespace tessera::gpu {
 
@@ -23,6 +24,8 @@ template <typename T>
 __global__ void rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep step,
                                       int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
                                       bool interleaved, T* k_cache, T* v_cache) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   const int64_t t = blockIdx.x;
   const int32_t h = blockIdx.y;
   const int32_t half = head_dim / 2;
@@ -58,6 +61,8 @@ __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cach
                                  int32_t block_size, DeviceStep step, int32_t num_heads,
                                  int32_t num_kv_heads, int32_t head_dim, float scale,
                                  bool skip_decode, T* out) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   __shared__ float q_s[kMaxHeadDim];
   __shared__ float m_s[kAttnWarps], l_s[kAttnWarps];
   __shared__ float acc_s[kAttnWarps][kMaxHeadDim];
@@ -141,9 +146,8 @@ gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
   const dim3 grid(static_cast<unsigned>(step.num_tokens),
                   static_cast<unsigned>(num_heads + 2 * num_kv_heads));
   const int threads = head_dim / 2 < kWarpSize ? kWarpSize : head_dim / 2;
-  rope_and_cache_kernel<<<grid, threads, 0, stream>>>(qkv, inv_freq, step, num_heads, num_kv_heads,
-                                                      head_dim, interleaved, k_cache, v_cache);
-  return gpuGetLastError();
+  return launch(rope_and_cache_kernel<T>, grid, dim3(threads), 0, stream, qkv, inv_freq, step,
+                num_heads, num_kv_heads, head_dim, interleaved, k_cache, v_cache);
 }
 
 template <typename T>
@@ -156,10 +160,9 @@ gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, i
     return gpuErrorInvalidValue;
   }
   const dim3 grid(static_cast<unsigned>(step.num_tokens), static_cast<unsigned>(num_heads));
-  attention_kernel<<<grid, kAttnWarps * kWarpSize, 0, stream>>>(
-      qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads, head_dim, scale,
-      skip_decode, out);
-  return gpuGetLastError();
+  return launch(attention_kernel<T>, grid, dim3(kAttnWarps * kWarpSize), 0, stream, qkv, k_cache,
+                v_cache, block_size, step, num_heads, num_kv_heads, head_dim, scale, skip_decode,
+                out);
 }
 
 #define TESSERA_ATTENTION_LAUNCHERS(T)                                                           \

@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "kernels/gpu_ops.h"
+#include "kernels/launch.h"
 #include "kernels/mma_sm80.h"
 
 namespace tessera::gpu {
@@ -71,6 +72,8 @@ __global__ void __launch_bounds__(kMmaThreads)
                       int32_t num_heads, int32_t num_kv_heads, float scale_log2,
                       int32_t keys_per_split, float* __restrict__ part_acc,
                       float* __restrict__ part_ml, T* __restrict__ out) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   constexpr int kChunks = D / 8;                        // 16-byte chunks per key row
   constexpr int kRowsPerPass = kMmaThreads / kChunks;  // key rows one pass of the CTA copies
   constexpr int kTileElems = kTileKeys * D;
@@ -256,6 +259,8 @@ __global__ void __launch_bounds__(kThreads)
                   int32_t num_heads, int32_t num_kv_heads, float scale_log2,
                   int32_t keys_per_split, float* __restrict__ part_acc,
                   float* __restrict__ part_ml, T* __restrict__ out) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   constexpr int kLanes = D / 8;              // lanes per key
   constexpr int kGroups = kThreads / kLanes;  // keys processed side by side
   __shared__ float s_m[kGroups][kMaxGroup], s_l[kGroups][kMaxGroup];
@@ -406,6 +411,8 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
                    DeviceStep step, int32_t num_heads, int32_t num_splits, T* __restrict__ out) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   constexpr int kCols = D / 4;                    // threads per accumulator row, 4 dims each
   constexpr int kRows = kCombineThreads / kCols;  // splits summed side by side
   __shared__ float s_w[kCombineThreads];
@@ -493,10 +500,9 @@ gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32
     }
   }
   const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
-  decode_mma_kernel<T, D><<<grid, kMmaThreads, kSmem, stream>>>(
-      qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-      scale * 1.4426950408889634f, splits.keys_per_split, part_acc, part_ml, out);
-  return gpuGetLastError();
+  return launch(decode_mma_kernel<T, D>, grid, dim3(kMmaThreads), kSmem, stream, qkv, k_cache,
+                v_cache, block_size, step, num_heads, num_kv_heads, scale * 1.4426950408889634f,
+                splits.keys_per_split, part_acc, part_ml, out);
 }
 
 #else  // HIP
@@ -507,10 +513,9 @@ gpuError_t launch_simt(const T* qkv, const T* k_cache, const T* v_cache, int32_t
                        float scale, const DecodeSplits& splits, float* part_acc, float* part_ml,
                        T* out, gpuStream_t stream) {
   const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
-  decode_kernel<T, D, kMaxGroup><<<grid, kThreads, 0, stream>>>(
-      qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-      scale * 1.4426950408889634f, splits.keys_per_split, part_acc, part_ml, out);
-  return gpuGetLastError();
+  return launch(decode_kernel<T, D, kMaxGroup>, grid, dim3(kThreads), 0, stream, qkv, k_cache,
+                v_cache, block_size, step, num_heads, num_kv_heads, scale * 1.4426950408889634f,
+                splits.keys_per_split, part_acc, part_ml, out);
 }
 
 template <typename T, int D>
@@ -546,9 +551,8 @@ gpuError_t decode_and_combine(const T* qkv, const T* k_cache, const T* v_cache,
                                     num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
   if (err != gpuSuccess || splits.num_splits == 1) return err;
   const dim3 grid(step.num_decode_seqs, num_heads);
-  combine_kernel<T, D><<<grid, kCombineThreads, 0, stream>>>(part_acc, part_ml, step, num_heads,
-                                                          splits.num_splits, out);
-  return gpuGetLastError();
+  return launch(combine_kernel<T, D>, grid, dim3(kCombineThreads), 0, stream, part_acc, part_ml,
+                step, num_heads, splits.num_splits, out);
 }
 
 }  // namespace

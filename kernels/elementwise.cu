@@ -3,6 +3,7 @@
 // made on the device). 16-bit storage (T: gpu_bf16 or gpu_f16), fp32 arithmetic.
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/gpu_ops.h"
+#include "kernels/launch.h"
 
 namespace tessera::gpu {
 
@@ -45,6 +46,8 @@ __global__ void fill_uniform_kernel(T* dst, int64_t n, uint64_t seed, float lo, 
 template <typename T>
 __global__ void embedding_kernel(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids,
                                  T* out) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   const int64_t t = blockIdx.x;
   int64_t id = ids[t];
   if (id < 0 || id >= vocab) id = 0;  // ids are validated upstream; clamp as the CPU does
@@ -56,6 +59,8 @@ __global__ void embedding_kernel(const T* table, int64_t vocab, int64_t hidden, 
 template <typename T>
 __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hidden, float eps,
                                 T* out) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   __shared__ float shared[kThreads / kWarpSize + 1];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * hidden;
@@ -81,6 +86,8 @@ __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hid
 
 template <typename T>
 __global__ void silu_mul_kernel(const T* gate_up, int64_t n, int64_t inter, T* out) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   const int64_t total = n * inter;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -93,6 +100,8 @@ __global__ void silu_mul_kernel(const T* gate_up, int64_t n, int64_t inter, T* o
 
 template <typename T>
 __global__ void gather_rows_kernel(const T* x, int64_t hidden, const int32_t* rows, T* out) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   const int64_t r = blockIdx.x;
   const T* src = x + static_cast<int64_t>(rows[r]) * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) out[r * hidden + i] = src[i];
@@ -124,31 +133,31 @@ template <typename T>
 gpuError_t embedding(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
                      T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
-  embedding_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(table, vocab, hidden, ids, out);
-  return gpuGetLastError();
+  return launch(embedding_kernel<T>, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream,
+                table, vocab, hidden, ids, out);
 }
 
 template <typename T>
 gpuError_t rms_norm(T* residual, const T* x, const T* w, int64_t n, int64_t hidden, float eps,
                     T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
-  rms_norm_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(residual, x, w, hidden, eps, out);
-  return gpuGetLastError();
+  return launch(rms_norm_kernel<T>, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream,
+                residual, x, w, hidden, eps, out);
 }
 
 template <typename T>
 gpuError_t silu_mul(const T* gate_up, int64_t n, int64_t inter, T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
-  silu_mul_kernel<<<grid_for(n * inter), kThreads, 0, stream>>>(gate_up, n, inter, out);
-  return gpuGetLastError();
+  return launch(silu_mul_kernel<T>, dim3(grid_for(n * inter)), dim3(kThreads), 0, stream, gate_up,
+                n, inter, out);
 }
 
 template <typename T>
 gpuError_t gather_rows(const T* x, int64_t hidden, const int32_t* rows, int64_t n_rows, T* out,
                        gpuStream_t stream) {
   if (n_rows <= 0) return gpuSuccess;
-  gather_rows_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, hidden, rows, out);
-  return gpuGetLastError();
+  return launch(gather_rows_kernel<T>, dim3(static_cast<unsigned>(n_rows)), dim3(kThreads), 0,
+                stream, x, hidden, rows, out);
 }
 
 #define TESSERA_ELEMENTWISE_LAUNCHERS(T)                                                        \

@@ -50,6 +50,12 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "r"(smem_addr(smem)));
 }
 
+// Asks L2 for the 128-byte line holding `p`, without waiting for it: the small-M kernels fetch
+// their first weights this way while they wait for the previous kernel (kernels/launch.h).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // 16 bytes at `p` read through the non-coherent path without allocating in L1: data read once,
 // which should not evict what is re-read. The pointer keeps its element type: taking const void*
 // reordered the small-M kernels' address arithmetic in nvcc 13.0's PTX.

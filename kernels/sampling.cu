@@ -26,6 +26,7 @@
 // reference's except where exp() differs in the last bit right at a boundary.
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/gpu_ops.h"
+#include "kernels/launch.h"
 #include "runtime/sampling_math.h"
 
 namespace tessera::gpu {
@@ -175,6 +176,8 @@ struct LaunchRows {
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int64_t vocab64,
                                                           LaunchRows rows, int32_t* tokens) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   __shared__ SampleShared sh;
   const SampleRow p = rows.row[blockIdx.x];
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
@@ -578,11 +581,12 @@ gpuError_t sample(const float* logits, int64_t vocab, const SampleRow* rows, int
                   int32_t* tokens, gpuStream_t stream) {
   for (int32_t done = 0; done < n_rows; done += kSampleRowsPerLaunch) {
     const int32_t count = n_rows - done < kSampleRowsPerLaunch ? n_rows - done : kSampleRowsPerLaunch;
-    LaunchRows launch{};
-    for (int32_t r = 0; r < count; ++r) launch.row[r] = rows[done + r];
-    sample_kernel<<<static_cast<unsigned>(count), kThreads, 0, stream>>>(
-        logits + static_cast<int64_t>(done) * vocab, vocab, launch, tokens + done);
-    if (const gpuError_t err = gpuGetLastError(); err != gpuSuccess) return err;
+    LaunchRows batch{};
+    for (int32_t r = 0; r < count; ++r) batch.row[r] = rows[done + r];
+    const gpuError_t err = launch(sample_kernel, dim3(static_cast<unsigned>(count)), dim3(kThreads), 0,
+                                  stream, logits + static_cast<int64_t>(done) * vocab, vocab, batch,
+                                  tokens + done);
+    if (err != gpuSuccess) return err;
   }
   return gpuSuccess;
 }

@@ -25,6 +25,11 @@
 #            with --decode-graphs off, then auto, `tessera bench serve` at concurrency 1 and 64
 #   dtypes   the 8B-shaped model in bfloat16 and float16: fp16 logits and greedy tokens against
 #            bf16's, `tessera bench serve` at concurrency 1 and 64 in each
+#   overlap  GPU kernel tests; small-M GEMMs (`tessera bench gemm`, GEMM_M) and decode attention
+#            (`tessera bench kernels --only decode`) with launches overlapping (kernels/launch.h)
+#            and with TESSERA_OVERLAP_LAUNCHES=0
+#   overlap_serve  the 8B-shaped model served with and without overlapping launches, `tessera
+#            bench serve` at concurrency 1 and 64
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -33,7 +38,7 @@
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-stage=${1:?usage: scripts/gpu-check.sh kernels|e2e|default|multi|tuning|graphs|gemm|dtypes [BUNDLE_DIR]}
+stage=${1:?usage: scripts/gpu-check.sh kernels|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve [BUNDLE_DIR]}
 bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
@@ -276,6 +281,41 @@ PY
   done
 }
 
+# Everything twice, launches overlapping (sm_90+, the default) and not (TESSERA_OVERLAP_LAUNCHES=0):
+# the small-M GEMMs and decode attention (`tessera bench gemm` at GEMM_M, default 1,8,16;
+# `tessera bench kernels --only decode`), after the GPU kernel tests.
+run_overlap() {
+  kernel_tests '^\[ metric \] (decode_graphs|llama_e2e)'
+  local gemm_m=${GEMM_M:-1,8,16}
+  for o in 0 1; do
+    TESSERA_OVERLAP_LAUNCHES=$o "$bundle/bin/tessera" bench gemm --m "$gemm_m" \
+      --json "$out/bench_gemm_overlap$o.json" > "$out/bench_gemm_overlap$o.log" 2>&1 || { echo "bench gemm: exit $?"; status=1; }
+    TESSERA_OVERLAP_LAUNCHES=$o "$bundle/bin/tessera" bench kernels --only decode \
+      --json "$out/bench_decode_overlap$o.json" > "$out/bench_decode_overlap$o.log" 2>&1 || { echo "bench kernels: exit $?"; status=1; }
+  done
+  for o in 0 1; do
+    echo "== overlapped launches: $o"
+    grep -v '^[a-z_]* M=' "$out/bench_gemm_overlap$o.log"; cat "$out/bench_decode_overlap$o.log"
+  done
+}
+
+# tesserad on the 8B-shaped model, launches overlapping and not: `tessera bench serve` at
+# concurrency 1 and 64.
+run_overlap_serve() {
+  local model=/tmp/llama8b
+  rm -rf "$model"
+  python3 tests/reference/random_llama.py "$model" > "$out/random_llama.log" 2>&1 \
+    || { tail -5 "$out/random_llama.log"; status=1; return; }
+  for o in 0 1; do
+    TESSERA_OVERLAP_LAUNCHES=$o start_server "overlap$o" || continue
+    for c in 1 64; do
+      bench_serve "overlap$o" $c
+      echo "overlap $o c=$c: $(grep -m1 "output throughput" "$out/serve_overlap${o}_c$c.log") $(grep -m1 "^ITL" "$out/serve_overlap${o}_c$c.log")"
+    done
+    stop_server
+  done
+}
+
 case "$stage" in
   kernels) run_kernels ;;
   multi) run_multi ;;
@@ -285,6 +325,8 @@ case "$stage" in
   gemm) run_gemm ;;
   graphs) run_graphs ;;
   dtypes) run_dtypes ;;
+  overlap) run_overlap ;;
+  overlap_serve) run_overlap_serve ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 exit $status

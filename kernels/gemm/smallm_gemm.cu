@@ -19,6 +19,7 @@
 
 #include <algorithm>
 
+#include "kernels/launch.h"
 #include "kernels/mma_sm80.h"
 
 namespace tessera::gpu {
@@ -148,6 +149,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                        x + static_cast<int64_t>(min(g + 8, m - 1)) * k};
   const bool x_ok[2] = {g < m, two_token_tiles && g + 8 < m};
 
+  // The weights are constant: the warp's first chunks go to L2 while the kernel that wrote x ends.
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int32_t kk = k_begin + warp * 32 + u * kStep + t * 8;
+#pragma unroll
+    for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (kk < k_end && w_ok[r][h]) sm80::prefetch_l2(w_row[r][h] + kk);
+      }
+    }
+  }
+  wait_for_prior_kernels();
+  let_next_kernel_start();
+
   float acc[kRowTiles][2][4] = {};
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // The loop bound is the same for every lane of the warp (mma.sync needs the whole warp).
@@ -244,6 +260,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                        x + static_cast<int64_t>(min(g + 8, m - 1)) * k};
   const bool x_ok[2] = {g < m, two_token_tiles && g + 8 < m};
 
+  // The weights are constant: the warp's first step goes to L2 while the kernel that wrote x ends.
+  if (const int32_t kb = k_begin + warp * kStepK; kb + load_col < k_end) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if (w_ok[j]) sm80::prefetch_l2(w_row[j] + kb);
+    }
+  }
+  wait_for_prior_kernels();
+  let_next_kernel_start();
+
   float acc[1][2][4] = {};
   const uint4 zero = make_uint4(0, 0, 0, 0);
   const int32_t iterations = k_end > k_begin ? (k_end - k_begin + kIterationK - 1) / kIterationK : 0;
@@ -288,6 +314,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     smallm_fma_kernel(const T* __restrict__ x, const T* __restrict__ w, void* __restrict__ out,
                       bool out_f32, float* __restrict__ partial, int32_t m, int32_t n, int32_t k,
                       int32_t k_per_split) {
+  wait_for_prior_kernels();
+  let_next_kernel_start();
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kFmaRows;
   if (row0 >= n) return;  // the whole warp: no shuffle below is left waiting
@@ -338,6 +366,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 template <typename T>
 __global__ void smallm_reduce_kernel(const float* __restrict__ partial, int splits, int64_t mn,
                                      void* __restrict__ out, bool out_f32) {
+  wait_for_prior_kernels();
+  let_next_kernel_start();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < mn;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float sum = 0.0f;
@@ -380,42 +410,42 @@ gpuError_t smallm_linear(SmallMKernel kernel, int splits, const T* x, const T* w
   const int64_t k_per_split = ceil_div(ceil_div(k, splits), kSplitAlign) * kSplitAlign;
   const int32_t mi = static_cast<int32_t>(m), ni = static_cast<int32_t>(n),
                 ki = static_cast<int32_t>(k), kps = static_cast<int32_t>(k_per_split);
+  const dim3 block(kThreads);
+  const auto grid = [&](int64_t rows_per_cta) {
+    return dim3(static_cast<unsigned>(ceil_div(n, rows_per_cta)), static_cast<unsigned>(splits));
+  };
+  gpuError_t err = gpuErrorInvalidValue;
   switch (kernel) {
 #if defined(TESSERA_CUDA)
     case SmallMKernel::kMmaRows16:
-      smallm_mma_kernel<T, 1, 4>
-          <<<dim3(static_cast<unsigned>(ceil_div(n, 16)), splits), kThreads, 0, stream>>>(
-              x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      err = launch(smallm_mma_kernel<T, 1, 4>, grid(16), block, 0, stream, x, w, out, out_f32,
+                   workspace, mi, ni, ki, kps);
       break;
     case SmallMKernel::kMmaRows32:
-      smallm_mma_kernel<T, 2, 4>
-          <<<dim3(static_cast<unsigned>(ceil_div(n, 32)), splits), kThreads, 0, stream>>>(
-              x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      err = launch(smallm_mma_kernel<T, 2, 4>, grid(32), block, 0, stream, x, w, out, out_f32,
+                   workspace, mi, ni, ki, kps);
       break;
     case SmallMKernel::kMmaRows64:
-      smallm_mma_kernel<T, 4, 2>
-          <<<dim3(static_cast<unsigned>(ceil_div(n, 64)), splits), kThreads, 0, stream>>>(
-              x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      err = launch(smallm_mma_kernel<T, 4, 2>, grid(64), block, 0, stream, x, w, out, out_f32,
+                   workspace, mi, ni, ki, kps);
       break;
     case SmallMKernel::kLineRows16:
-      smallm_line_kernel<T>
-          <<<dim3(static_cast<unsigned>(ceil_div(n, 16)), splits), kThreads, 0, stream>>>(
-              x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      err = launch(smallm_line_kernel<T>, grid(16), block, 0, stream, x, w, out, out_f32,
+                   workspace, mi, ni, ki, kps);
       break;
 #endif
     case SmallMKernel::kFma:
-      smallm_fma_kernel<T><<<dim3(static_cast<unsigned>(ceil_div(n, kWarps * kFmaRows)), splits),
-                             kThreads, 0, stream>>>(x, w, out, out_f32, workspace, mi, ni, ki, kps);
+      err = launch(smallm_fma_kernel<T>, grid(kWarps * kFmaRows), block, 0, stream, x, w, out,
+                   out_f32, workspace, mi, ni, ki, kps);
       break;
     default:
       return gpuErrorInvalidValue;
   }
-  if (splits == 1) return gpuGetLastError();
-  if (const gpuError_t err = gpuGetLastError(); err != gpuSuccess) return err;
+  if (splits == 1 || err != gpuSuccess) return err;
   const int64_t mn = m * n;
-  smallm_reduce_kernel<T><<<static_cast<unsigned>(std::min<int64_t>(ceil_div(mn, kThreads), 1024)),
-                            kThreads, 0, stream>>>(workspace, splits, mn, out, out_f32);
-  return gpuGetLastError();
+  return launch(smallm_reduce_kernel<T>,
+                dim3(static_cast<unsigned>(std::min<int64_t>(ceil_div(mn, kThreads), 1024))), block,
+                0, stream, workspace, splits, mn, out, out_f32);
 }
 
 #define TESSERA_SMALLM_LAUNCHER(T)                                                               \

@@ -2,7 +2,9 @@
 // the candidate lists (Default, the library's heuristic and enumerated algorithms, the own
 // kernels); every candidate against Default under the tuner's numerics tolerance; names that
 // rebuild the algorithm they name; a perturbed candidate rejected by the numerics check; and
-// GpuBackend::linear dispatching through a GemmSolutionSource; each in both compute dtypes (bf16,
+// GpuBackend::linear dispatching through a GemmSolutionSource; chains of small-M GEMMs launched
+// back to back (overlapping where the device allows) against the same chains drained after every
+// launch; each in both compute dtypes (bf16,
 // fp16; fp16 under the tuner's fp16 tolerance, 10x tighter than bf16's) -- and, without a GPU,
 // the signatures that name the two dtypes' GEMMs. Inputs are random, outputs poisoned (NaN)
 // before each run. Every test that needs a GPU skips when none is visible.
@@ -329,6 +331,45 @@ TEST_P(GpuSmallMGemmTest, SmallMKernelsMatchCpuReference) {
         }
       }
     }
+  }
+}
+
+// Each kernel's output is the next one's input, with no synchronization between launches: where
+// launches overlap (kernels/launch.h, sm_90+) a kernel that read x before its predecessor had
+// finished writing it would read the NaNs the other buffer was poisoned with, or a stale product.
+// The chain must equal, bit for bit, the same chain with the stream drained after every launch.
+TEST_P(GpuSmallMGemmTest, ChainedLaunchesReadWhatThePreviousOneWrote) {
+  const GemmShape shape = make_shape(4, 1024, 1024);  // square: each output feeds the next GEMM
+  constexpr int kRounds = 12;
+  Operands a = make_operands(shape);
+  auto b_buffer = backend_->allocate(shape.m * shape.n * 2);
+  ASSERT_TRUE(b_buffer.ok());
+  const std::vector<uint16_t> start = to_16bit(shape.dtype, a.x);
+  for (const std::string& name : names_of(shape, CandidateOrigin::kOwn)) {
+    auto solution = gemm_->resolve(shape, name);
+    ASSERT_TRUE(solution.ok()) << solution.status();
+    auto chain = [&](bool drain_each) {
+      EXPECT_EQ(gpuMemcpy(a.x_dev.data(), start.data(), start.size() * 2, gpuMemcpyHostToDevice),
+                gpuSuccess);
+      EXPECT_EQ(gpuMemsetAsync(b_buffer->data(), 0xff, start.size() * 2, backend_->stream()),
+                gpuSuccess);
+      void* from = a.x_dev.data();
+      void* to = b_buffer->data();
+      for (int i = 0; i < 2 * kRounds; ++i) {
+        EXPECT_TRUE(gemm_->run(*solution, shape, from, a.w_dev.data(), to, backend_->stream()).ok());
+        if (drain_each) EXPECT_TRUE(backend_->synchronize().ok());
+        std::swap(from, to);
+      }
+      EXPECT_TRUE(backend_->synchronize().ok());
+      std::vector<uint16_t> out(start.size());
+      backend_->copy_to_host(out.data(), a.x_dev.data(), out.size() * 2);
+      return out;
+    };
+    const std::vector<uint16_t> drained = chain(true), overlapped = chain(false);
+    EXPECT_TRUE(std::all_of(drained.begin(), drained.end(), [&](uint16_t v) {
+      return std::isfinite(from_bits(shape.dtype, v));
+    })) << name;
+    EXPECT_EQ(drained, overlapped) << name;
   }
 }
 
