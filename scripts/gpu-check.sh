@@ -28,8 +28,8 @@
 #   overlap  GPU kernel tests; small-M GEMMs (`tessera bench gemm`, GEMM_M) and decode attention
 #            (`tessera bench kernels --only decode`) with launches overlapping (kernels/launch.h)
 #            and with TESSERA_OVERLAP_LAUNCHES=0
-#   overlap_serve  the 8B-shaped model served with and without overlapping launches, `tessera
-#            bench serve` at concurrency 1 and 64
+#   overlap_serve  the 8B-shaped model served with and without overlapping launches (GEMMs tuned
+#            at start in each), `tessera bench serve` at concurrency 1 and 64
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -299,20 +299,24 @@ run_overlap() {
   done
 }
 
-# tesserad on the 8B-shaped model, launches overlapping and not: `tessera bench serve` at
-# concurrency 1 and 64.
+# tesserad on the 8B-shaped model, launches overlapping and not, each with its GEMMs tuned before
+# readiness (the tuner times candidates as they launch): `tessera bench serve` at concurrency 1, 64.
 run_overlap_serve() {
   local model=/tmp/llama8b
   rm -rf "$model"
   python3 tests/reference/random_llama.py "$model" > "$out/random_llama.log" 2>&1 \
     || { tail -5 "$out/random_llama.log"; status=1; return; }
   for o in 0 1; do
-    TESSERA_OVERLAP_LAUNCHES=$o start_server "overlap$o" || continue
+    local start=$(date +%s)
+    TESSERA_OVERLAP_LAUNCHES=$o start_server "overlap$o" --tuning-mode warmup \
+      --tuning-file "$out/tunableop_overlap$o.csv" || continue
+    echo "overlap $o: ready $(( $(date +%s) - start ))s after start (GEMMs tuned first)"
     for c in 1 64; do
       bench_serve "overlap$o" $c
       echo "overlap $o c=$c: $(grep -m1 "output throughput" "$out/serve_overlap${o}_c$c.log") $(grep -m1 "^ITL" "$out/serve_overlap${o}_c$c.log")"
     done
     stop_server
+    echo "tuned solutions: $(grep -v '^Validator' "$out/tunableop_overlap${o}0.csv" | cut -d, -f3 | sed 's/_.*//' | sort | uniq -c | tr '\n' ' ')"
   done
 }
 

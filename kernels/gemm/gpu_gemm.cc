@@ -22,6 +22,7 @@ constexpr SmallMName kSmallMNames[] = {{SmallMKernel::kMmaRows16, "mma16"},
                                        {SmallMKernel::kMmaRows32, "mma32"},
                                        {SmallMKernel::kMmaRows64, "mma64"},
                                        {SmallMKernel::kLineRows16, "line16"},
+                                       {SmallMKernel::kMmaRows16ThreePerSm, "mma16x3"},
                                        {SmallMKernel::kFma, "fma"}};
 
 std::string smallm_name(std::string_view token, int splits) {

@@ -4,7 +4,7 @@
 //   "Default"                         the library heuristic's pick for the call (cuBLASLt on
 //                                     CUDA, hipBLASLt on ROCm), as before tuning existed
 //   "lt_..." / "hipblaslt_sol..."     one library algorithm (blaslt_algos.h)
-//   "tessera_smallm_{mma16,mma32,mma64,line16,fma}_splitk{1,2,4,8}"
+//   "tessera_smallm_{mma16,mma16x3,mma32,mma64,line16,fma}_splitk{1,2,4,8}"
 //                                     tessera's own kernels for m <= 16 (smallm_gemm.h), the
 //                                     same names for bf16 and fp16 inputs
 //

@@ -115,10 +115,11 @@ __device__ __forceinline__ void store_rows(
 }
 
 // kRowTiles 16-row tiles of w per CTA (every warp works on all of them, over its share of k);
-// kUnroll 32-wide k chunks in flight per warp. More rows per CTA re-read x (through L1/L2) less
+// kUnroll 32-wide k chunks in flight per warp; kBlocksPerSm CTAs resident per SM at least (the
+// register cap follows). More rows per CTA re-read x (through L1/L2) less
 // often per byte of w, which counts at m > 8, where x is as wide as a 16-row tile of w.
-template <typename T, int kRowTiles, int kUnroll>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+template <typename T, int kRowTiles, int kUnroll, int kBlocksPerSm = kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     smallm_mma_kernel(const T* __restrict__ x, const T* __restrict__ w, void* __restrict__ out,
                       bool out_f32, float* __restrict__ partial, int32_t m, int32_t n, int32_t k,
                       int32_t k_per_split) {
@@ -419,6 +420,10 @@ gpuError_t smallm_linear(SmallMKernel kernel, int splits, const T* x, const T* w
 #if defined(TESSERA_CUDA)
     case SmallMKernel::kMmaRows16:
       err = launch(smallm_mma_kernel<T, 1, 4>, grid(16), block, 0, stream, x, w, out, out_f32,
+                   workspace, mi, ni, ki, kps);
+      break;
+    case SmallMKernel::kMmaRows16ThreePerSm:
+      err = launch(smallm_mma_kernel<T, 1, 2, 3>, grid(16), block, 0, stream, x, w, out, out_f32,
                    workspace, mi, ni, ki, kps);
       break;
     case SmallMKernel::kMmaRows32:

@@ -7,6 +7,9 @@
 //   kMmaRows16 / 32 / 64  (CUDA) each warp streams 16, 32 or 64 rows of w straight from global
 //            memory into mma.sync m16n8k16 fragments (rows of w as the 16-row side, tokens as
 //            n8); the warps of a CTA split the CTA's k range and sum through shared memory.
+//   kMmaRows16ThreePerSm (CUDA) the 16-row mma kernel with half the chunks in flight per warp,
+//            so that three CTAs fit on an SM instead of two: one wave where the two-CTA grid needs
+//            one and a half (qkv: 384 CTAs on an H100's 132 SMs), at less memory in flight per CTA.
 //   kLineRows16 (CUDA) the 16-row mma kernel with whole-line loads (each warp instruction 256
 //            contiguous bytes of 2 rows instead of 64 bytes of 8), the fragments put together by
 //            lane shuffles: faster where rows are long or there are many of them (gate_up, down,
@@ -33,6 +36,7 @@ enum class SmallMKernel {
   kMmaRows64,
   kFma,
   kLineRows16,
+  kMmaRows16ThreePerSm,
 };
 
 // Whether `kernel` is built for this vendor (the mma and line kernels are CUDA PTX).
