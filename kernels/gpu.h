@@ -155,15 +155,15 @@ inline constexpr int kWarpSize = 32;
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-// Two packed bf16 (low half first, as in memory) to floats; plain bit moves, the same on both
-// vendors.
-__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-
 // The 16 bits of a bf16 or fp16 value.
 template <typename T>
 __device__ __forceinline__ uint32_t bits_of(T v) {
   return *reinterpret_cast<const uint16_t*>(&v);
+}
+// Two values of T, rounded from lo and hi, packed as in memory (lo in the low 16 bits).
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(T lo, T hi) {
+  return bits_of(lo) | (bits_of(hi) << 16);
 }
 
 // The element types of GPU tensors: kernels are templates over exactly gpu_bf16 and gpu_f16 and
@@ -176,10 +176,13 @@ template <>
 struct Element<gpu_bf16> {
   __device__ __forceinline__ static float to_float(gpu_bf16 v) { return __bfloat162float(v); }
   __device__ __forceinline__ static gpu_bf16 from_float(float v) { return __float2bfloat16(v); }
-  __device__ __forceinline__ static float lo(uint32_t pair) { return bf16_lo(pair); }
-  __device__ __forceinline__ static float hi(uint32_t pair) { return bf16_hi(pair); }
+  // A bf16 is the top half of an fp32: plain bit moves, the same on both vendors.
+  __device__ __forceinline__ static float lo(uint32_t pair) { return __uint_as_float(pair << 16); }
+  __device__ __forceinline__ static float hi(uint32_t pair) {
+    return __uint_as_float(pair & 0xffff0000u);
+  }
   __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
-    return bits_of(from_float(lo)) | (bits_of(from_float(hi)) << 16);
+    return pack_pair(from_float(lo), from_float(hi));
   }
 };
 template <>
@@ -193,7 +196,7 @@ struct Element<gpu_f16> {
     return __half2float(__ushort_as_half(static_cast<unsigned short>(pair >> 16)));
   }
   __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
-    return bits_of(from_float(lo)) | (bits_of(from_float(hi)) << 16);
+    return pack_pair(from_float(lo), from_float(hi));
   }
 };
 template <typename T>
