@@ -12,9 +12,13 @@
 namespace tessera::gpu {
 
 // Reads `bytes` (a multiple of 16) of 16-byte aligned `data` once: two 256-thread CTAs per
-// multiprocessor (the device has `multiprocessors`; asked once by the caller, not per call), each an equal contiguous share, every thread eight 16-byte loads in flight. The
-// loaded words are folded per thread and stored to `sink` (one word) only when the fold hits a
-// fixed improbable value, so that the loads cannot be dropped and nothing else is written.
+// multiprocessor (the device has `multiprocessors`; asked once by the caller, not per call), each
+// an equal contiguous share, every thread eight 16-byte loads in flight. The loaded words are
+// folded (xor) per thread and the fold stored to `sink` (one word) only when it equals
+// kStreamReadSinkValue, so that the loads cannot be dropped and nothing else is written. Launched
+// overlapping the previous kernel (kernels/launch.h), as the small-M GEMMs are.
+inline constexpr uint32_t kStreamReadSinkValue = 0x9e3779b9u;
+
 gpuError_t stream_read(const void* data, size_t bytes, int multiprocessors, uint32_t* sink,
                        gpuStream_t stream);
 

@@ -4,7 +4,7 @@
 // rebuild the algorithm they name; a perturbed candidate rejected by the numerics check; and
 // GpuBackend::linear dispatching through a GemmSolutionSource; chains of small-M GEMMs launched
 // back to back (overlapping where the device allows) against the same chains drained after every
-// launch; each in both compute dtypes (bf16,
+// launch; the read-only reference kernel of the benchmark; each in both compute dtypes (bf16,
 // fp16; fp16 under the tuner's fp16 tolerance, 10x tighter than bf16's) -- and, without a GPU,
 // the signatures that name the two dtypes' GEMMs. Inputs are random, outputs poisoned (NaN)
 // before each run. Every test that needs a GPU skips when none is visible.
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kernels/gemm/gpu_gemm.h"
+#include "kernels/gemm/stream_read.h"
 #include "kernels/gpu_backend.h"
 #include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/model/half.h"
@@ -373,6 +374,48 @@ TEST_P(GpuSmallMGemmTest, ChainedLaunchesReadWhatThePreviousOneWrote) {
   }
 }
 
+// The read-only reference `tessera bench gemm` times beside each GEMM: it must read every 16-byte
+// vector it is given (no more), whatever the size against its CTA shares and blocks. A buffer of
+// zeros with one vector holding the sink value makes exactly one thread's fold equal it.
+TEST_P(GpuGemmTest, StreamReadReadsEveryVectorOnce) {
+  const int sms = backend_->multiprocessors();
+  auto sink = backend_->allocate(sizeof(uint32_t));
+  ASSERT_TRUE(sink.ok());
+  const uint32_t marked[4] = {gpu::kStreamReadSinkValue, 0, 0, 0}, zero[4] = {0, 0, 0, 0};
+  // One vector; a CTA's block of 2048 vectors and one more; shares of whole blocks with a short
+  // last CTA; more vectors than one pass of all CTAs.
+  for (int64_t vectors : {int64_t{1}, int64_t{2049}, int64_t{sms} * 2 * 2048 + 777, int64_t{1} << 20}) {
+    auto data = backend_->allocate(vectors * 16 + 16);  // one vector past the end, marked
+    ASSERT_TRUE(data.ok());
+    char* base = static_cast<char*>(data->data());
+    ASSERT_EQ(gpuMemsetAsync(base, 0, vectors * 16, backend_->stream()), gpuSuccess);
+    ASSERT_EQ(gpuMemcpy(base + vectors * 16, marked, 16, gpuMemcpyHostToDevice), gpuSuccess);
+    auto read_once = [&]() {
+      EXPECT_EQ(gpuMemsetAsync(sink->data(), 0, sizeof(uint32_t), backend_->stream()), gpuSuccess);
+      EXPECT_EQ(gpu::stream_read(base, vectors * 16, sms, static_cast<uint32_t*>(sink->data()),
+                                 backend_->stream()),
+                gpuSuccess);
+      uint32_t got = 0;
+      EXPECT_TRUE(backend_->synchronize().ok());
+      backend_->copy_to_host(&got, sink->data(), sizeof(got));
+      return got;
+    };
+    EXPECT_EQ(read_once(), 0u) << vectors << " vectors: read past the end";
+    for (int64_t at : {int64_t{0}, vectors / 2, vectors - 1}) {
+      ASSERT_EQ(gpuMemcpy(base + at * 16, marked, 16, gpuMemcpyHostToDevice), gpuSuccess);
+      EXPECT_EQ(read_once(), gpu::kStreamReadSinkValue) << "vector " << at << " of " << vectors;
+      ASSERT_EQ(gpuMemcpy(base + at * 16, zero, 16, gpuMemcpyHostToDevice), gpuSuccess);
+    }
+  }
+  uint32_t* out = static_cast<uint32_t*>(sink->data());
+  auto data = backend_->allocate(64);
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(gpu::stream_read(data->data(), 40, sms, out, backend_->stream()), gpuErrorInvalidValue);
+  EXPECT_EQ(gpu::stream_read(static_cast<char*>(data->data()) + 8, 32, sms, out, backend_->stream()),
+            gpuErrorInvalidValue);
+  EXPECT_EQ(gpu::stream_read(data->data(), 32, 0, out, backend_->stream()), gpuErrorInvalidValue);
+}
+
 TEST_P(GpuGemmTest, CandidatesComeFromEverySource) {
   for (const GemmShape& shape : {make_shape(8, 4096, 4096), make_shape(1, 1000, 1000, true)}) {
     const auto start = std::chrono::steady_clock::now();
@@ -469,29 +512,54 @@ TEST_P(GpuSmallMGemmTest, LinearRunsTheSourcesSolution) {
   const Tensor x(o.x_dev.data(), dtype_, {shape.m, shape.k});
   const Tensor w(o.w_dev.data(), dtype_, {shape.n, shape.k});
   const Tensor out(o.out_dev.data(), dtype_, {shape.m, shape.n});
-  auto check = [&](const char* what) {
+  // What a solution computes, run directly; linear's output must equal it bit for bit.
+  auto output_of = [&](const std::string& name) {
+    auto s = gemm_->resolve(shape, name);
+    EXPECT_TRUE(s.ok()) << name << ": " << s.status();
+    poison(o);
+    if (s.ok()) {
+      EXPECT_TRUE(gemm_->run(*s, shape, o.x_dev.data(), o.w_dev.data(), o.out_dev.data(),
+                             backend_->stream())
+                      .ok());
+    }
+    return result(o);
+  };
+  // The own kernels are deterministic, so their output identifies them; Default (the library's
+  // pick) need not be run to run, so a fallback shows as "not the chosen kernel's output".
+  std::vector<float> by_chosen;
+  auto check = [&](const char* what, bool chosen_runs) {
     poison(o);
     backend_->linear(x, w, out);
-    EXPECT_TRUE(numerics_ok(want, result(o), tolerance())) << what;
+    const std::vector<float> got = result(o);
+    EXPECT_TRUE(numerics_ok(want, got, tolerance())) << what;
+    if (chosen_runs) {
+      EXPECT_EQ(got, by_chosen) << what << ": not the chosen solution's output";
+    } else {
+      EXPECT_NE(got, by_chosen) << what << ": the chosen solution ran, not Default";
+    }
   };
   const std::vector<std::string> own = names_of(shape, CandidateOrigin::kOwn);
   ASSERT_FALSE(own.empty());
   // A split-K variant where there is one: it also uses the backend's workspace.
   auto split = std::find_if(own.begin(), own.end(),
                             [](const std::string& n) { return n.ends_with("_splitk2"); });
-  source.answers[gpu::signature_of(shape)] = split != own.end() ? *split : own.front();
+  const std::string chosen = split != own.end() ? *split : own.front();
+  source.answers[gpu::signature_of(shape)] = chosen;
+  by_chosen = output_of(chosen);
+  // Otherwise this shape could not tell which of the two ran.
+  ASSERT_NE(by_chosen, output_of("Default")) << chosen << " and Default agree bit for bit";
 
-  check("own kernel");
-  check("own kernel, cached");
+  check("own kernel", true);
+  check("own kernel, cached", true);
   EXPECT_EQ(source.calls, 1);  // asked once while the version stands
   ++source.version_number;
-  check("after a version move");
+  check("after a version move", true);
   EXPECT_EQ(source.calls, 2);
-  // Unknown, unparseable and rejected names fall back to Default: still the right product.
+  // Unknown, unparseable and rejected names fall back to Default.
   for (const char* bad : {"lt_bogus", "no_such_solution", "lt_algo9999_tile1_stages1_splitk1_red0_swz0_cust0_inner0_cluster0"}) {
     source.answers[gpu::signature_of(shape)] = bad;
     ++source.version_number;
-    check(bad);
+    check(bad, false);
   }
   EXPECT_EQ(source.calls, 5);
 }
