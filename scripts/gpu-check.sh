@@ -10,7 +10,10 @@
 #   e2e      a Llama-3-8B-shaped random model saved by transformers: tessera (GPU) vs transformers
 #            logits and 32 greedy tokens on 4 prompts; `tessera bench serve` on tesserad at
 #            concurrency 1 and 64 beside the anchor bench_hf.py at batch 1 and 32
-#   default  the default model: 32 greedy tokens on the GPU backend equal the CPU backend's
+#   default  the default model (DEFAULT_MODEL; 94 MB, more than one device call carries: send it in
+#            two parts, one per call, while the machine stays warm): every tensor dequantized on
+#            the device bit for bit as on the host; 32 greedy tokens on the GPU backend equal the
+#            CPU backend's
 #   multi    (2 GPUs) the 8B-shaped model split over both (balanced, and under max_memory caps
 #            too small for one GPU) gives the one-GPU logits and 64 greedy tokens, and with 2
 #            micro-batches cutting a 600-token prefill the logits within bf16 noise; tesserad +
@@ -123,6 +126,12 @@ run_e2e() {
 
 run_default() {
   local model=${DEFAULT_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+  [[ -f $model ]] || { echo "default: $model is missing"; status=1; return; }
+  sha256sum "$model"
+  # Every tensor loaded by the device path against the host path, bit for bit.
+  TESSERA_DEFAULT_MODEL=$model "$bundle/bin/gpu_kernel_tests" --gtest_color=no \
+    --gtest_filter='*DefaultModel*' > "$out/gpu_default_model_tests.log" 2>&1 || status=1
+  grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\]' "$out/gpu_default_model_tests.log"
   local prompts=("The capital of France is" "def fibonacci(n):" "Once upon a time, in a land far away,")
   TESSERA_BACKEND=cpu "$bundle/bin/dump_logits" "$model" "$out/default_cpu.json" "${prompts[@]}" 2> "$out/default_cpu.log" || status=1
   TESSERA_BACKEND=gpu "$bundle/bin/dump_logits" "$model" "$out/default_gpu.json" "${prompts[@]}" 2> "$out/default_gpu.log" || status=1
