@@ -38,6 +38,9 @@
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
 #            as tessera's benchmark times)
 #
+# SKIP_KERNEL_TESTS=1 leaves the GPU kernel tests out of a stage (~4 min on an H100) when the same
+# build's tests already ran in an earlier call.
+#
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
@@ -54,6 +57,7 @@ status=0
 # The GPU kernel tests, log $out/gpu_kernel_tests.log; prints failures, the summary, and the
 # lines matching the extended regex $1 when given.
 kernel_tests() {
+  [[ ${SKIP_KERNEL_TESTS:-0} == 1 ]] && { echo "gpu_kernel_tests: skipped (SKIP_KERNEL_TESTS=1)"; return; }
   local start=$(date +%s)
   "$bundle/bin/gpu_kernel_tests" --gtest_color=no > "$out/gpu_kernel_tests.log" 2>&1 || status=$?
   echo "gpu_kernel_tests: exit $status in $(( $(date +%s) - start ))s"
