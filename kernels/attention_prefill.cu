@@ -7,7 +7,10 @@
 // each sequence's new queries sit at query_start[s]..query_start[s+1] in qkv and at positions
 // context_len - q_len .. context_len - 1, so chunked prefill attends to the chunks before it.
 //
-// On sm_90 (H100) a wgmma version of the same algorithm runs instead (see "sm_90a" below).
+// On sm_90 (H100) a wgmma version of the same algorithm runs instead (see "sm_90a" below). This
+// kernel and the wgmma one's paired form (short causal prefills) are launched overlapping the
+// kernel before them (launch.h: programmatic dependent launch on sm_90), which in a model step is
+// RoPE + cache write.
 //
 // CUDA only (PTX mma.sync/ldmatrix/cp.async, wgmma). HIP builds answer prefill_kernel_supported()
 // with false and run the generic kernel of attention.cu instead: the MFMA version is not written
@@ -20,6 +23,7 @@
 #include <string_view>
 
 #include "kernels/gpu_ops.h"
+#include "kernels/launch.h"
 #include "kernels/mma_sm80.h"
 
 namespace tessera::gpu {
@@ -71,6 +75,27 @@ struct PrefillTile {
   }
 };
 
+// Masks a key tile's scores where it crosses the causal diagonal or the end of the keys. The
+// lane's scores come in Chunks n8 chunks (m16n8 accumulator fragments): s[4n + e] in its first
+// row, s[4n + 2 + e] in its second, eight rows down, for key first_key + 8n + e (first_key: the
+// tile's first key plus 2 x the lane's column pair). A key past the last one its row may see
+// (last0, last1: min(the row's position, context - 1) when causal, context - 1 otherwise) scores
+// -inf. 8n + e is a constant, so a score costs one compare and one select; written as
+// `key >= ctx || key > qpos`, the tests compiled to a divergent branch per score (~570
+// instructions for a masked tile of the wgmma kernel).
+template <int Chunks>
+__device__ __forceinline__ void mask_scores(float* s, int first_key, int last0, int last1) {
+  const int limit0 = last0 - first_key, limit1 = last1 - first_key;
+#pragma unroll
+  for (int n = 0; n < Chunks; ++n) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      s[4 * n + e] = 8 * n + e > limit0 ? -INFINITY : s[4 * n + e];
+      s[4 * n + 2 + e] = 8 * n + e > limit1 ? -INFINITY : s[4 * n + 2 + e];
+    }
+  }
+}
+
 // Adds the quad's four partial sums into l0 and l1 (the two query rows a thread's m16n8
 // accumulator fragments hold) and returns their inverses, 0 for a row that saw no key.
 __device__ __forceinline__ float2 reduce_row_sums(float& l0, float& l1) {
@@ -97,6 +122,9 @@ __global__ void __launch_bounds__(kThreads)
   PrefillTile<D, kBlockM, kBlockN> tp;
   tp.init(step, num_heads, num_kv_heads);
   if (!tp.set_tile(gridDim.x - 1 - blockIdx.x, causal)) return;
+  // Launched overlapping the previous kernel (launch.h), which may still be writing q and the cache.
+  wait_for_prior_kernels();
+  let_next_kernel_start();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
   const T* q_base =
@@ -137,7 +165,10 @@ __global__ void __launch_bounds__(kThreads)
 
   const int g = lane / 4, t = lane % 4;
   const int row0 = tp.qt * kBlockM + warp * 16 + g;  // this lane's two rows: row0 and row0 + 8
-  const int qpos0 = tp.ctx_start + row0, qpos1 = qpos0 + 8;
+  const int qpos0 = tp.ctx_start + row0;  // row0's position; row0 + 8's is 8 more
+  // The last keys the two rows see (mask_scores).
+  const int last0 = causal ? min(qpos0, tp.ctx - 1) : tp.ctx - 1;
+  const int last1 = causal ? min(qpos0 + 8, tp.ctx - 1) : tp.ctx - 1;
   float o[D / 8][4];
 #pragma unroll
   for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
@@ -163,15 +194,7 @@ __global__ void __launch_bounds__(kThreads)
 
     const int key_base = tile * kBlockN;
     if (key_base + kBlockN > tp.n_keys || (causal && key_base + kBlockN - 1 > tp.first_pos)) {
-#pragma unroll
-      for (int n = 0; n < kBlockN / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = key_base + n * 8 + 2 * t + e;
-          if (key >= tp.ctx || (causal && key > qpos0)) s[n][e] = -INFINITY;
-          if (key >= tp.ctx || (causal && key > qpos1)) s[n][2 + e] = -INFINITY;
-        }
-      }
+      mask_scores<kBlockN / 8>(&s[0][0], key_base + 2 * t, last0, last1);
     }
 
     float mx0 = m0, mx1 = m1;
@@ -483,7 +506,8 @@ __global__ void __launch_bounds__(kThreads, 1)
            ok ? 16 : 0);
     }
   };
-  load_q(tp.qt);
+  // Launched plainly (launch_prefill says why): q's copies go out first, beside the table reads.
+  if constexpr (!Paired) load_q(tp.qt);
   // Cache slots of this thread's rows of stream tile `tile` (-1 past the query tile's keys:
   // zero-filled, and masked).
   int slot[kPasses];
@@ -512,6 +536,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const T* v_head = v_cache + static_cast<int64_t>(tp.kvh) * D + cc * 8;
   auto stage_k = [&](int stage) { return sQ + (1 + 2 * stage) * kTileBytes; };
   fetch_slots(0);
+  if constexpr (Paired) {
+    // Launched overlapping the previous kernel (launch.h): the first block-table reads (the step's
+    // metadata, copied from the host before the step's first kernel) go before the wait; q and
+    // the cache, which that kernel (RoPE + cache write) may still be writing, after it.
+    wait_for_prior_kernels();
+    let_next_kernel_start();
+    load_q(tp.qt);
+  }
   load_rows(stage_k(0), k_head);
   load_rows(stage_k(0) + kTileBytes, v_head);
   mbar_arrive_cp_async(full);
@@ -580,13 +612,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int key_base = key_tile * kBlockN;
     if (key_base + kBlockN > tp.n_keys || (causal && key_base + kBlockN - 1 > tp.first_pos)) {
       const int qpos0 = tp.first_pos + row_in_tile, qpos1 = qpos0 + 8;
+      if constexpr (Paired) {
+        mask_scores<16>(s, key_base + 2 * t, causal ? min(qpos0, tp.ctx - 1) : tp.ctx - 1,
+                        causal ? min(qpos1, tp.ctx - 1) : tp.ctx - 1);
+      } else {
+        // Per-score tests (a divergent branch each): with mask_scores here, ptxas moves this
+        // kernel's O rescale behind the turn barrier, and the shapes that never mask (every
+        // non-causal one of `tessera bench kernels`) ran 1-3% slower on an H100.
 #pragma unroll
-      for (int n = 0; n < 16; ++n) {
+        for (int n = 0; n < 16; ++n) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = key_base + n * 8 + 2 * t + e;
-          if (key >= tp.ctx || (causal && key > qpos0)) s[4 * n + e] = -INFINITY;
-          if (key >= tp.ctx || (causal && key > qpos1)) s[4 * n + 2 + e] = -INFINITY;
+          for (int e = 0; e < 2; ++e) {
+            const int key = key_base + n * 8 + 2 * t + e;
+            if (key >= tp.ctx || (causal && key > qpos0)) s[4 * n + e] = -INFINITY;
+            if (key >= tp.ctx || (causal && key > qpos1)) s[4 * n + 2 + e] = -INFINITY;
+          }
         }
       }
     }
@@ -804,25 +844,27 @@ gpuError_t launch_prefill(const T* qkv, const T* k_cache, const T* v_cache, int3
     // Short causal prefills take query tiles in pairs (the kernel's header says why). Measured on
     // an H100: +2-20% at 1024 causal queries; at 4096 and beyond, and without the causal mask, the
     // pairs lose 2-20% (the paired kernel's loop runs slower per key tile; not understood yet).
+    // Only the paired kernel is launched overlapping the kernel before it (launch.h): the
+    // unpaired one, built so (wait, then q's copies behind the first table reads), ran about 1%
+    // (0-2%) slower on the shapes it serves in two H100 calls though its loop's instructions
+    // stayed the same (registers aside), and the overlap gained nothing measurable in `tessera
+    // bench kernels`, whose timed calls are bracketed by events.
     if (causal && query_tiles <= 8) {
       const dim3 grid((query_tiles + 1) / 2, num_heads, step.num_prefill_seqs);
-      hopper::prefill_kernel<T, D, true><<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
-          qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads,
-          scale_log2, causal, out);
-    } else {
-      const dim3 grid(query_tiles, num_heads, step.num_prefill_seqs);
-      hopper::prefill_kernel<T, D, false><<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
-          qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads,
-          scale_log2, causal, out);
+      return launch(hopper::prefill_kernel<T, D, true>, grid, dim3(hopper::kThreads),
+                    hopper::smem_bytes<D>(), stream, qkv, k_cache, v_cache, block_size, magic, shift,
+                    step, num_heads, num_kv_heads, scale_log2, causal, out);
     }
-  } else {
-    const int smem = (kBlockM + 2 * kBlockN) * D * static_cast<int>(sizeof(T));
-    const dim3 grid((step.max_prefill_q + kBlockM - 1) / kBlockM, num_heads, step.num_prefill_seqs);
-    prefill_kernel<T, D><<<grid, kThreads, smem, stream>>>(qkv, k_cache, v_cache, block_size, step,
-                                                         num_heads, num_kv_heads, scale_log2,
-                                                         causal, out);
+    const dim3 grid(query_tiles, num_heads, step.num_prefill_seqs);
+    hopper::prefill_kernel<T, D, false><<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
+        qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads, scale_log2,
+        causal, out);
+    return gpuGetLastError();
   }
-  return gpuGetLastError();
+  const int smem = (kBlockM + 2 * kBlockN) * D * static_cast<int>(sizeof(T));
+  const dim3 grid((step.max_prefill_q + kBlockM - 1) / kBlockM, num_heads, step.num_prefill_seqs);
+  return launch(prefill_kernel<T, D>, grid, dim3(kThreads), smem, stream, qkv, k_cache, v_cache,
+                block_size, step, num_heads, num_kv_heads, scale_log2, causal, out);
 }
 
 }  // namespace
