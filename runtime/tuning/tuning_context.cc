@@ -21,16 +21,18 @@ const char* gemm_tune_outcome_name(GemmTuneOutcome outcome) {
   return "unknown";
 }
 
-TuningContext::TuningContext(const TuningConfig& config, int ordinal, TunableGemm* gemm)
+TuningContext::TuningContext(const TuningConfig& config, TuningDeviceKind kind, int ordinal,
+                             TunableGemm* gemm)
     : config_(config),
       ordinal_(ordinal),
-      path_(results_path_for_device(config, ordinal)),
+      path_(results_path_for_device(config, kind, ordinal)),
       gemm_(gemm) {}
 
 absl::StatusOr<std::unique_ptr<TuningContext>> TuningContext::create(const TuningConfig& config,
+                                                                     TuningDeviceKind kind,
                                                                      int ordinal,
                                                                      TunableGemm* gemm) {
-  std::unique_ptr<TuningContext> ctx(new TuningContext(config, ordinal, gemm));
+  std::unique_ptr<TuningContext> ctx(new TuningContext(config, kind, ordinal, gemm));
   for (auto& [key, value] : gemm->validators()) ctx->validators_[key] = value;
   if (reads_results(config.mode)) {
     if (absl::Status s = ctx->load(); !s.ok()) return s;
