@@ -69,7 +69,8 @@ class TuningContext final : public GemmSolutionSource {
                                                                TuningDeviceKind kind, int ordinal,
                                                                TunableGemm* gemm);
 
-  // GemmSolutionSource. Thread-safe.
+  // GemmSolutionSource. Thread-safe. The version moves only when tuning changes a solution
+  // already answered (tuning_results.h), not with every GEMM a warmup tunes.
   std::string solution_for(const GemmSignature& sig) override;
   uint64_t version() const override { return results_.version(); }
 

@@ -81,7 +81,8 @@ TEST_F(TuningContextTest, TuneTunesAMissSavesAndTheFileReadsBack) {
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   const uint64_t v0 = (*ctx)->version();
   EXPECT_EQ((*ctx)->solution_for(kSig), "fast");
-  EXPECT_GT((*ctx)->version(), v0);
+  // Tuned before it was answered: no answer anyone keeps has changed.
+  EXPECT_EQ((*ctx)->version(), v0);
   EXPECT_EQ(gemm.prepares, 1);
   EXPECT_EQ((*ctx)->solution_for(kSig), "fast");  // now a hit, not tuned again
   EXPECT_EQ(gemm.prepares, 1);
@@ -183,6 +184,38 @@ TEST_F(TuningContextTest, WarmupTunesThePlanOnEveryDevice) {
   EXPECT_EQ(gemm1.prepares, 2);
   EXPECT_EQ(seen_done.size(), 5u);  // four GEMMs, then the end
   EXPECT_TRUE(std::filesystem::exists((dir_ / "results1.csv")));
+}
+
+// A warmup beside a serving engine: tuning shapes nobody has run leaves the version (and so every
+// recorded decode graph) alone; tuning a shape the engine runs moves it, once -- never once per
+// GEMM of the plan.
+TEST_F(TuningContextTest, AWarmupMovesTheVersionOnlyWhenAnAnswerInUseChanges) {
+  FakeTunableGemm gemm = device();
+  // use: solution_for never tunes, so the engine's miss stays the default until a warmup.
+  auto ctx = TuningContext::create(config(TuningMode::kUse), TuningDeviceKind::kGpu, 0, &gemm);
+  ASSERT_TRUE(ctx.ok());
+  EXPECT_EQ((*ctx)->solution_for(kSig), kDefaultSolution);  // the engine runs kSig
+  const uint64_t v0 = (*ctx)->version();
+
+  std::vector<WarmupGemm> plan;
+  for (int64_t t = 2; t <= 9; ++t) {
+    plan.push_back({GemmSignature::for_linear(t, 8, 16, GemmDType::kF32, GemmDType::kF32),
+                    "qkv_proj", t, 1});
+  }
+  WarmupJob::start({ctx->get()}, plan, WarmupOptions{})->wait();
+  EXPECT_EQ((*ctx)->results().size(), plan.size());
+  EXPECT_EQ((*ctx)->version(), v0);
+
+  plan.push_back({kSig, "qkv_proj", 1, 1});
+  WarmupOptions force;
+  force.force = true;
+  WarmupJob::start({ctx->get()}, plan, force)->wait();
+  EXPECT_EQ((*ctx)->version(), v0 + 1);  // kSig's default was replaced; the rest nobody asked for
+  EXPECT_EQ((*ctx)->solution_for(kSig), "fast");
+
+  // Re-tuned to the same solution: nothing to record again.
+  WarmupJob::start({ctx->get()}, {{kSig, "qkv_proj", 1, 1}}, force)->wait();
+  EXPECT_EQ((*ctx)->version(), v0 + 1);
 }
 
 TEST_F(TuningContextTest, WarmupBudgetSkipsTheRest) {
