@@ -57,6 +57,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   TESSERA_ASSIGN_OR_RETURN(placement.max_memory, parse_max_memory(options.max_memory));
   placement.activation_bytes =
       LlamaModel::activation_bytes(config, options.limits, execution, dtype);
+  placement.head_activation_bytes =
+      LlamaModel::head_activation_bytes(config, options.limits, execution, dtype);
   placement.kv_reserve_bytes = options.kv_reserve_bytes;
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
