@@ -105,7 +105,8 @@ ModelFootprint LlamaModel::footprint(const ModelConfig& c, DType dtype) {
   f.final_norm_bytes = static_cast<uint64_t>(c.hidden_size) * es;
   f.tied_embeddings = c.tie_word_embeddings;
   f.lm_head_bytes = c.tie_word_embeddings ? 0 : f.embedding_bytes;
-  f.kv_bytes_per_token_per_layer = static_cast<uint64_t>(2 * c.num_kv_heads * c.head_dim) * es;
+  f.kv_bytes_per_token_per_layer =
+      kv_bytes_per_token_per_layer(c.num_kv_heads, c.head_dim, dtype);
   return f;
 }
 

@@ -1,7 +1,8 @@
 // What LlamaModel tells the placement planner it will allocate: the activations every pipeline
-// stage holds, and those only the last stage (the lm_head device) holds.
+// stage holds, those only the last stage (the lm_head device) holds, and the KV cache per token.
 #include <gtest/gtest.h>
 
+#include "runtime/kv_cache.h"
 #include "runtime/model/llama.h"
 
 namespace tessera {
@@ -41,6 +42,15 @@ TEST(LlamaFootprint, OnlyTheHeadActivationsGrowWithTheVocabulary) {
   EXPECT_EQ(LlamaModel::activation_bytes(c, limits, unpadded(), DType::kBF16), stage);
   EXPECT_EQ(LlamaModel::head_activation_bytes(c, limits, unpadded(), DType::kBF16),
             head + 256u * 128256 * 4);
+}
+
+// The planner's KV cost per token is the cache's own formula, so its token capacity is what
+// KvCache::create will allocate.
+TEST(LlamaFootprint, KvBytesPerTokenAreTheCachesOwn) {
+  const ModelFootprint f = LlamaModel::footprint(llama3_8b(), DType::kBF16);
+  EXPECT_EQ(f.kv_bytes_per_token_per_layer, 4096u);  // K and V: 2 x 8 heads x 128 x 2 bytes
+  const KvCacheShape one_block{32, 1, 16, 8, 128};
+  EXPECT_EQ(one_block.bytes_per_block(DType::kBF16), 32 * 16 * f.kv_bytes_per_token_per_layer);
 }
 
 }  // namespace
