@@ -72,31 +72,30 @@ absl::StatusOr<std::unique_ptr<Backend>> create_gpu_backend(int device, DType dt
 #endif
 }
 
-// The CPU backend, unless the options ask for a GPU compute dtype other than the default: the
-// CPU computes in fp32, and an operator who chose float16 expects fp16 numerics and memory, not a
-// silent fp32 run. `why` says how the CPU came to be chosen.
-absl::StatusOr<std::unique_ptr<Backend>> create_cpu_backend(const BackendOptions& options,
-                                                            int device, std::string_view why) {
-  if (options.gpu_dtype != DType::kBF16) {
-    return absl::FailedPreconditionError(str_cat(
-        "dtype: ", gpu_dtype_name(options.gpu_dtype), " is a GPU compute dtype, but ", why,
-        " and the CPU backend computes in float32; set dtype: bfloat16 (the default, which the "
-        "CPU backend ignores) or run on a GPU"));
-  }
-  return std::make_unique<CpuBackend>(options.threads, device);
+// The CPU computes in fp32, so it refuses a GPU compute dtype other than the default: an operator
+// who chose float16 expects fp16 numerics and memory, not a silent fp32 run. `why` says how the
+// CPU came to be chosen.
+absl::Status check_cpu_dtype(const BackendOptions& options, std::string_view why) {
+  if (options.gpu_dtype == DType::kBF16) return absl::OkStatus();
+  return absl::FailedPreconditionError(str_cat(
+      "dtype: ", gpu_dtype_name(options.gpu_dtype), " is a GPU compute dtype, but ", why,
+      " and the CPU backend computes in float32; set dtype: bfloat16 (the default, which the "
+      "CPU backend ignores) or run on a GPU"));
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& options) {
+// Whether `options` run on a GPU (else on the CPU), decided before any backend is created: every
+// refusal, and auto's warning when it falls back to the CPU, is create_backend's.
+absl::StatusOr<bool> runs_on_gpu(const BackendOptions& options) {
   if (options.kind == BackendKind::kCpu) {
-    return create_cpu_backend(options, 0, "backend is cpu");
+    TESSERA_RETURN_IF_ERROR(check_cpu_dtype(options, "backend is cpu"));
+    return false;
   }
   const int gpus = visible_gpus();  // 0 in a build without a GPU backend
   if (gpus == 0) {
     if (options.kind == BackendKind::kGpu) {
       if (!built_with_gpu()) {
-        return create_gpu_backend(options.gpu_device, options.gpu_dtype);  // says why
+        // Creates nothing in this build; says why.
+        return create_gpu_backend(options.gpu_device, options.gpu_dtype).status();
       }
       return absl::FailedPreconditionError(
           "backend: gpu is required but no GPU is visible (no driver, no device, or "
@@ -106,13 +105,22 @@ absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& op
     if (built_with_gpu()) {
       spdlog::warn("backend auto: no GPU is visible (no driver or no device); running on the CPU");
     }
-    return create_cpu_backend(options, 0, "backend auto found no GPU");
+    TESSERA_RETURN_IF_ERROR(check_cpu_dtype(options, "backend auto found no GPU"));
+    return false;
   }
   if (options.gpu_device < 0 || options.gpu_device >= gpus) {
     return absl::InvalidArgumentError(str_cat("gpu_device: ", options.gpu_device,
                                               " does not exist; ", gpus,
                                               " GPU(s) are visible (0..", gpus - 1, ")"));
   }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> create_backend(const BackendOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(const bool gpu, runs_on_gpu(options));
+  if (!gpu) return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(options.threads, 0));
   return create_gpu_backend(options.gpu_device, options.gpu_dtype);
 }
 
@@ -133,11 +141,12 @@ absl::StatusOr<std::vector<DeviceBackend>> create_backends(const BackendOptions&
       }
     }
   }
-  // The kind is decided once, by the first device, so that auto never mixes CPU and GPU.
+  // The kind is decided once, by the first device, so that auto never mixes CPU and GPU -- without
+  // making a backend to find it out (a CPU one would be numbered 0, not as the list says, and
+  // thrown away).
   BackendOptions first = options;
   first.gpu_device = options.devices.empty() ? 0 : options.devices.front();
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Backend> head, create_backend(first));
-  const bool on_gpu = !head->uses_host_memory();
+  TESSERA_ASSIGN_OR_RETURN(const bool on_gpu, runs_on_gpu(first));
   std::vector<int32_t> devices = options.devices;
   if (options.all_devices) {
     devices.clear();
@@ -150,16 +159,14 @@ absl::StatusOr<std::vector<DeviceBackend>> create_backends(const BackendOptions&
           str_cat("devices: device ", devices[i], " is listed twice"));
     }
   }
-  for (size_t i = 0; i < devices.size(); ++i) {
+  for (int32_t d : devices) {
     std::unique_ptr<Backend> b;
-    if (!on_gpu) {
-      b = std::make_unique<CpuBackend>(options.threads, devices[i]);
-    } else if (i == 0) {
-      b = std::move(head);
+    if (on_gpu) {
+      TESSERA_ASSIGN_OR_RETURN(b, create_gpu_backend(d, options.gpu_dtype));
     } else {
-      TESSERA_ASSIGN_OR_RETURN(b, create_gpu_backend(devices[i], options.gpu_dtype));
+      b = std::make_unique<CpuBackend>(options.threads, d);
     }
-    out.push_back({devices[i], std::move(b)});
+    out.push_back({d, std::move(b)});
   }
   return out;
 }

@@ -48,9 +48,17 @@ void BlockTable::release(BlockAllocator& allocator) {
   blocks_.clear();
 }
 
+size_t kv_bytes_per_token_per_layer(int64_t num_kv_heads, int64_t head_dim, DType dtype) {
+  return static_cast<size_t>(2 * num_kv_heads * head_dim) * element_size(dtype);
+}
+
+size_t KvCacheShape::bytes_per_layer_block(DType dtype) const {
+  return static_cast<size_t>(block_size) *
+         kv_bytes_per_token_per_layer(num_kv_heads, head_dim, dtype);
+}
+
 size_t KvCacheShape::bytes_per_block(DType dtype) const {
-  return static_cast<size_t>(num_layers) * 2 * block_size * num_kv_heads * head_dim *
-         element_size(dtype);
+  return static_cast<size_t>(num_layers) * bytes_per_layer_block(dtype);
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, KvCacheShape shape) {
@@ -68,9 +76,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(std::span<const LayerSe
   TESSERA_RETURN_IF_ERROR(validate_segments(segments, shape.num_layers));
   const DType dtype = segments.front().backend->compute_dtype();
   std::unique_ptr<KvCache> cache(new KvCache(shape, dtype));
-  KvCacheShape one_layer = shape;
-  one_layer.num_layers = 1;
-  const size_t layer_bytes = one_layer.bytes_per_block(dtype) * shape.num_blocks;
+  const size_t layer_bytes = shape.bytes_per_layer_block(dtype) * shape.num_blocks;
   for (const LayerSegment& seg : segments) {
     if (seg.backend->compute_dtype() != dtype) {
       return absl::InvalidArgumentError(str_cat(
@@ -106,13 +112,12 @@ KvCache::KvCache(KvCacheShape shape, DType dtype)
       allocator_(shape.num_blocks) {}
 
 KvLayerView KvCache::layer(int32_t index) const {
-  const int64_t per_pool = static_cast<int64_t>(shape_.num_blocks) * shape_.block_size *
-                           shape_.num_kv_heads * shape_.head_dim;
+  // A layer's K pool, then its V pool of the same size.
+  const size_t k_pool_bytes = shape_.bytes_per_layer_block(dtype_) * shape_.num_blocks / 2;
   char* base = layer_base_[index];
   const std::initializer_list<int64_t> dims = {shape_.num_blocks, shape_.block_size,
                                                shape_.num_kv_heads, shape_.head_dim};
-  return KvLayerView{Tensor(base, dtype_, dims),
-                     Tensor(base + per_pool * element_size(dtype_), dtype_, dims)};
+  return KvLayerView{Tensor(base, dtype_, dims), Tensor(base + k_pool_bytes, dtype_, dims)};
 }
 
 }  // namespace tessera

@@ -51,12 +51,18 @@ class BlockTable {
   std::vector<int32_t> blocks_;
 };
 
+// Bytes of K and V of one token in one layer, in `dtype`: the one formula every KV cache size is
+// made of (a block, a pool, the placement planner's cost per token).
+size_t kv_bytes_per_token_per_layer(int64_t num_kv_heads, int64_t head_dim, DType dtype);
+
 struct KvCacheShape {
   int32_t num_layers = 0;
   int32_t num_blocks = 0;
   int32_t block_size = 16;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
+  // Bytes of one block of one layer, K and V, in `dtype`.
+  size_t bytes_per_layer_block(DType dtype) const;
   // Bytes of one block across every layer, K and V, in `dtype`.
   size_t bytes_per_block(DType dtype) const;
 };

@@ -57,6 +57,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   TESSERA_ASSIGN_OR_RETURN(placement.max_memory, parse_max_memory(options.max_memory));
   placement.activation_bytes =
       LlamaModel::activation_bytes(config, options.limits, execution, dtype);
+  placement.head_activation_bytes =
+      LlamaModel::head_activation_bytes(config, options.limits, execution, dtype);
   placement.kv_reserve_bytes = options.kv_reserve_bytes;
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
@@ -85,10 +87,9 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
                           std::move(tuning_devices)));
 
   // The KV cache: the same blocks on every device, as many as the tightest device holds.
-  const KvCacheShape one_layer_block = inst->model_->kv_cache_shape(1, options.block_size);
-  const size_t layer_block_bytes =
-      one_layer_block.bytes_per_block(dtype) / static_cast<size_t>(config.num_layers);
-  const size_t block_bytes = one_layer_block.bytes_per_block(dtype);
+  const KvCacheShape one_block = inst->model_->kv_cache_shape(1, options.block_size);
+  const size_t layer_block_bytes = one_block.bytes_per_layer_block(dtype);
+  const size_t block_bytes = one_block.bytes_per_block(dtype);
   double fraction = options.kv_cache_fraction;
   if (fraction <= 0) {
     fraction = inst->backend().uses_host_memory() ? kDefaultKvFractionCpu : kDefaultKvFractionGpu;

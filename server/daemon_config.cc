@@ -317,9 +317,11 @@ const std::vector<KeySpec>& specs() {
                          "of the model before serving",
                          &DaemonConfig::tuning_mode, {"off", "use", "tune", "warmup"}));
     s.push_back(string_key("tuning_file", "a file path (the device ordinal is inserted before the "
-                           "extension, or replaces %d)",
+                           "extension, or replaces %d), or empty: tunableop_results0.csv on GPU 0, "
+                           "tunableop_results_cpu0.csv on the CPU",
                            "GEMM tuning results file (PyTorch TunableOp CSV), one per device",
-                           &DaemonConfig::tuning_file, non_empty));
+                           &DaemonConfig::tuning_file,
+                           [](std::string_view v) { return v.empty() || !trim(v).empty(); }));
     s.push_back(int_key("tuning_max_duration_ms", "an integer in [0, 3600000] (0 = no time cap)",
                         "timing of one GEMM candidate stops after this many milliseconds",
                         &DaemonConfig::tuning_max_duration_ms, 0, 3600000));

@@ -52,7 +52,7 @@ struct DaemonConfig {
   // GEMM tuning (runtime/tuning/); TESSERA_TUNABLEOP_* and PYTORCH_TUNABLEOP_* variables
   // override these at model load.
   std::string tuning_mode = "off";  // off, use, tune, warmup (tune + the whole plan before serving)
-  std::string tuning_file = "tunableop_results.csv";  // per device: "results.csv" -> "results0.csv"
+  std::string tuning_file;  // per device: "results.csv" -> "results0.csv"; empty = by backend
   int32_t tuning_max_duration_ms = 30;     // per candidate; 0 = no time cap
   int32_t tuning_max_iterations = 100;     // per candidate; 0 = no iteration cap
   int32_t tuning_rotating_buffer_mb = -1;  // operand pool while timing; -1 = cache size, 0 = off

@@ -105,7 +105,8 @@ ModelFootprint LlamaModel::footprint(const ModelConfig& c, DType dtype) {
   f.final_norm_bytes = static_cast<uint64_t>(c.hidden_size) * es;
   f.tied_embeddings = c.tie_word_embeddings;
   f.lm_head_bytes = c.tie_word_embeddings ? 0 : f.embedding_bytes;
-  f.kv_bytes_per_token_per_layer = static_cast<uint64_t>(2 * c.num_kv_heads * c.head_dim) * es;
+  f.kv_bytes_per_token_per_layer =
+      kv_bytes_per_token_per_layer(c.num_kv_heads, c.head_dim, dtype);
   return f;
 }
 
@@ -142,9 +143,16 @@ uint64_t LlamaModel::activation_bytes(const ModelConfig& c, const ForwardLimits&
   const int64_t qkv = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   // residual, normed, proj; qkv; attn; gate_up; act -- as allocate_activations() sizes them.
   const int64_t per_token = 3 * c.hidden_size + qkv + c.num_heads * c.head_dim + 3 * c.intermediate_size;
-  return static_cast<uint64_t>(cap.tokens * per_token + cap.logit_rows * c.hidden_size) *
-             element_size(dtype) +
-         static_cast<uint64_t>(cap.logit_rows * c.vocab_size) * sizeof(float);
+  return static_cast<uint64_t>(cap.tokens * per_token) * element_size(dtype);
+}
+
+uint64_t LlamaModel::head_activation_bytes(const ModelConfig& c, const ForwardLimits& limits,
+                                           const ExecutionOptions& execution, DType dtype) {
+  const int64_t rows = capacity(limits, execution).logit_rows;
+  // last; logits; sampled -- as allocate_activations() sizes them on the last stage.
+  return static_cast<uint64_t>(rows * c.hidden_size) * element_size(dtype) +
+         static_cast<uint64_t>(rows * c.vocab_size) * sizeof(float) +
+         static_cast<uint64_t>(rows) * sizeof(int32_t);
 }
 
 AttentionShape LlamaModel::attention_shape() const {

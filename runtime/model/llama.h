@@ -63,10 +63,13 @@ class LlamaModel final : public ForwardModel {
                                                           ExecutionOptions execution);
 
   // What load() will allocate, in `dtype`, for the placement planner: weight bytes per module,
-  // and the activations one stage holds (the last stage's logits included).
+  // the activations every stage holds, and those only the last stage holds (lm_head's input
+  // rows, the fp32 logits, the sampled tokens).
   static ModelFootprint footprint(const ModelConfig& config, DType dtype);
   static uint64_t activation_bytes(const ModelConfig& config, const ForwardLimits& limits,
                                    const ExecutionOptions& execution, DType dtype);
+  static uint64_t head_activation_bytes(const ModelConfig& config, const ForwardLimits& limits,
+                                        const ExecutionOptions& execution, DType dtype);
 
   const ModelConfig& config() const { return config_; }
   int64_t vocab_size() const override { return config_.vocab_size; }

@@ -2,7 +2,7 @@
 // per-device byte budgets: the arithmetic behind device_map=sequential, balanced and
 // balanced_low_0. Works on byte counts only; the planner (placement_planner.h) supplies the
 // cost of a segment, which includes what travels with its layers (embeddings with layer 0,
-// final norm and lm_head with the last layer).
+// final norm, lm_head and lm_head's buffers with the last layer).
 #pragma once
 
 #include <cstdint>

@@ -20,6 +20,7 @@ constexpr std::string_view kEmbeddings = "model.embed_tokens";
 constexpr std::string_view kLayerPrefix = "model.layers.";
 constexpr std::string_view kFinalNorm = "model.norm";
 constexpr std::string_view kLmHead = "lm_head";
+constexpr std::string_view kLogits = "the logits buffers";
 constexpr std::string_view kFitAdvice =
     "to make it fit, raise max_memory, add devices (the devices option), lower the KV cache "
     "reserve, or load the weights in a smaller dtype";
@@ -130,6 +131,7 @@ class Planner {
       prefix_.push_back(prefix_.back() + b);
     }
     total += model_.embedding_bytes;  // a possible tied copy
+    total += options_.head_activation_bytes;
     if (total > std::numeric_limits<uint64_t>::max()) {
       return absl::InvalidArgumentError("placement: the model's byte counts overflow 64 bits");
     }
@@ -178,8 +180,8 @@ class Planner {
     }
   }
 
-  // Bytes of layers [begin, end) with what goes with them.
-  uint64_t cost(int32_t begin, int32_t end) const {
+  // Weight bytes of layers [begin, end) with the modules that go with them.
+  uint64_t weight_bytes(int32_t begin, int32_t end) const {
     if (begin == end) return 0;
     uint64_t bytes = prefix_[end] - prefix_[begin];
     if (begin == 0) bytes += model_.embedding_bytes;
@@ -189,6 +191,13 @@ class Planner {
           model_.tied_embeddings ? (begin == 0 ? 0 : model_.embedding_bytes) : model_.lm_head_bytes;
     }
     return bytes;
+  }
+
+  // What holding layers [begin, end) takes from a weight budget: their weights, and with the last
+  // layer the buffers only the lm_head device allocates.
+  uint64_t cost(int32_t begin, int32_t end) const {
+    const uint64_t head = begin < end && end == num_layers_ ? options_.head_activation_bytes : 0;
+    return weight_bytes(begin, end) + head;
   }
 
   int32_t position(int32_t device) const {
@@ -219,6 +228,7 @@ class Planner {
       parts.push_back(model_.tied_embeddings && begin != 0
                           ? str_cat(kLmHead, " (tied: a copy of ", kEmbeddings, ")")
                           : std::string(kLmHead));
+      if (options_.head_activation_bytes > 0) parts.emplace_back(kLogits);
     }
     return join(parts, ", ");
   }
@@ -362,9 +372,14 @@ class Planner {
     return absl::ResourceExhaustedError(str_cat(
         "the model does not fit with device_map=",
         device_map_strategy_name(options_.device_map.strategy), ": its weights need ",
-        format_memory_size(cost(0, num_layers_)), " (in whole decoder layers; the largest is ",
+        format_memory_size(weight_bytes(0, num_layers_)),
+        " (in whole decoder layers; the largest is ",
         format_memory_size(*std::max_element(model_.layer_bytes.begin(), model_.layer_bytes.end())),
-        "), the devices allow ", format_memory_size(total_budget), " for weights; ",
+        ")",
+        options_.head_activation_bytes > 0
+            ? str_cat(" and ", kLogits, " ", format_memory_size(options_.head_activation_bytes))
+            : std::string(),
+        ", the devices allow ", format_memory_size(total_budget), " for weights; ",
         join(lines, "; "), "; left over: ", segment_modules(partition.placed, num_layers_), " (",
         format_memory_size(left), "); ", kFitAdvice));
   }
@@ -386,9 +401,9 @@ class Planner {
         p.embeddings = s.begin == 0;
         p.head = s.end == num_layers_;
         p.tied_embedding_copy = p.head && model_.tied_embeddings && s.begin != 0;
-        p.weight_bytes = cost(s.begin, s.end);
+        p.weight_bytes = weight_bytes(s.begin, s.end);
         p.kv_bytes = saturating_sub(saturating_sub(p.allowed_bytes, options_.activation_bytes),
-                                    p.weight_bytes);
+                                    cost(s.begin, s.end));
         p.kv_capacity_tokens = static_cast<int64_t>(
             p.kv_bytes / (model_.kv_bytes_per_token_per_layer * static_cast<uint64_t>(s.size())));
         plan.kv_capacity_tokens = std::min(plan.kv_capacity_tokens, p.kv_capacity_tokens);

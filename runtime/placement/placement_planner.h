@@ -16,8 +16,10 @@
 //   allowed       = min(max_memory[d] if given, free_bytes)
 //   kv reserve    = kv_reserve_bytes if non-zero, else kv_reserve_fraction * allowed
 //   weight budget = allowed - activation_bytes - kv reserve
-//   kv bytes      = allowed - activation_bytes - weights        (devices that hold layers)
+//   head          = head_activation_bytes on the device that holds lm_head, else 0
+//   kv bytes      = allowed - activation_bytes - weights - head  (devices that hold layers)
 //   kv tokens     = kv bytes / (kv_bytes_per_token_per_layer * layers on d)
+// A device's weights and head must fit its weight budget: the head's buffers go with lm_head.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +53,7 @@ struct PlacementOptions {
   DeviceMapSpec device_map;                // default: auto
   std::map<int32_t, uint64_t> max_memory;  // device index -> cap; absent = free memory
   uint64_t activation_bytes = 0;           // per device: activations and workspaces
+  uint64_t head_activation_bytes = 0;      // the lm_head device's alone: its input rows, logits
   uint64_t kv_reserve_bytes = 0;           // per device kept free of weights; 0 = use fraction
   double kv_reserve_fraction = 0.1;        // of allowed memory, when kv_reserve_bytes is 0
 };

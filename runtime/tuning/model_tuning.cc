@@ -38,8 +38,11 @@ absl::StatusOr<std::unique_ptr<ModelTuning>> ModelTuning::attach(
       }
       continue;
     }
+    // The CPU backend is the one that computes in host memory.
+    const TuningDeviceKind kind =
+        d.backend->uses_host_memory() ? TuningDeviceKind::kCpu : TuningDeviceKind::kGpu;
     absl::StatusOr<std::unique_ptr<TuningContext>> ctx =
-        TuningContext::create(config, d.ordinal, gemm);
+        TuningContext::create(config, kind, d.ordinal, gemm);
     if (!ctx.ok()) return ctx.status();
     // With tuning off every answer is the default: linear() then asks nobody (no lookup per GEMM).
     if (reads_results(config.mode)) d.backend->set_gemm_solutions(ctx->get());

@@ -60,8 +60,9 @@ class GemmSolutionSource {
   // The solution linear() should run for `sig`: the tuned one, or kDefaultSolution. In tune
   // mode an untuned signature is tuned first, on the calling thread.
   virtual std::string solution_for(const GemmSignature& sig) = 0;
-  // Moves whenever an answer of solution_for may have changed: a backend may cache answers
-  // (name -> its own algorithm handle) until it does.
+  // Moves whenever an answer solution_for has already given may have changed: a backend may
+  // cache answers (name -> its own algorithm handle), and record them into graphs, until it
+  // does. An answer not given yet may change without it.
   virtual uint64_t version() const = 0;
 };
 

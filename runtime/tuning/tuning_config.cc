@@ -89,7 +89,6 @@ absl::StatusOr<TuningMode> parse_tuning_mode(std::string_view text) {
 }
 
 absl::Status TuningConfig::validate() const {
-  if (filename.empty()) return absl::InvalidArgumentError("tuning filename is empty");
   if (verbose < 0 || verbose > 3) {
     return absl::InvalidArgumentError(str_cat("tuning verbose is ", verbose, " (allowed: 0..3)"));
   }
@@ -202,8 +201,10 @@ absl::Status apply_environment(const GetEnv& getenv, TuningConfig* config) {
   return absl::OkStatus();
 }
 
-std::string results_path_for_device(const TuningConfig& config, int ordinal) {
-  const std::string& f = config.filename;
+std::string results_path_for_device(const TuningConfig& config, TuningDeviceKind kind,
+                                    int ordinal) {
+  std::string f = config.filename;
+  if (f.empty()) f = kind == TuningDeviceKind::kCpu ? kCpuResultsFilename : kGpuResultsFilename;
   const std::string ord = std::to_string(ordinal);
   if (const size_t pct = f.find("%d"); pct != std::string::npos) {
     return f.substr(0, pct) + ord + f.substr(pct + 2);

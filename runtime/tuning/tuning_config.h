@@ -72,9 +72,9 @@ struct NumericsTolerance {
 
 struct TuningConfig {
   TuningMode mode = TuningMode::kOff;
-  // The device ordinal goes into the name (results_path_for_device), one file per GPU as in
-  // PyTorch: "tunableop_results.csv" -> "tunableop_results0.csv".
-  std::string filename = "tunableop_results.csv";
+  // The results file, one per device (results_path_for_device puts the ordinal in the name).
+  // Empty: the device kind's default -- PyTorch's on a GPU, tessera's own on the CPU.
+  std::string filename;
   int verbose = 0;  // 0 quiet, 1 basic, 2 tuning status, 3 full trace (PyTorch's levels)
   // Each candidate runs for at most this long or this many iterations, whichever comes first;
   // 0 means no limit of that kind (not both 0). PyTorch's defaults.
@@ -93,8 +93,8 @@ struct TuningConfig {
   // Decode buckets and prefill padding, for the scheduler, graphs and the warmup plan.
   TokenBuckets buckets;
 
-  // Cross-field checks: durations non-negative and not both limits 0, verbose 0..3, a filename,
-  // tolerances non-negative, valid buckets. Names the field and value.
+  // Cross-field checks: durations non-negative and not both limits 0, verbose 0..3, tolerances
+  // non-negative, valid buckets. Names the field and value.
   absl::Status validate() const;
 
   const NumericsTolerance& tolerance(GemmDType input_dtype) const;
@@ -108,10 +108,22 @@ using GetEnv = std::function<const char*(const char*)>;
 // partly updated (callers fail on error).
 absl::Status apply_environment(const GetEnv& getenv, TuningConfig* config);
 
-// The results file of one device: "%d" in the filename is replaced by the ordinal; otherwise the
-// ordinal goes before the file name's last '.' ("results.csv" -> "results0.csv"), or at the end
-// when the file name has none. Only the last path component is looked at for the '.'.
-std::string results_path_for_device(const TuningConfig& config, int ordinal);
+// What kind of device a results file belongs to: it decides the default file name.
+enum class TuningDeviceKind { kGpu, kCpu };
+
+// The file names an empty TuningConfig::filename stands for. A GPU takes PyTorch's
+// (tunableop_results0.csv for GPU 0); the CPU backend takes a name of its own, so that a CPU and
+// a GPU daemon started in one directory keep apart: on one file, each would find the other's
+// validators wrong, re-tune everything and overwrite it.
+inline constexpr std::string_view kGpuResultsFilename = "tunableop_results.csv";
+inline constexpr std::string_view kCpuResultsFilename = "tunableop_results_cpu.csv";
+
+// The results file of one device: the configured filename, else the kind's default above. "%d"
+// in it is replaced by the ordinal; otherwise the ordinal goes before the file name's last '.'
+// ("results.csv" -> "results0.csv"), or at the end when the file name has none. Only the last
+// path component is looked at for the '.'.
+std::string results_path_for_device(const TuningConfig& config, TuningDeviceKind kind,
+                                    int ordinal);
 
 // How many timed iterations one candidate gets, given one warm iteration took
 // `ms_per_iteration`: the iteration cap, and as many as fit the duration cap; at least 1.

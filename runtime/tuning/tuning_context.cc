@@ -21,16 +21,18 @@ const char* gemm_tune_outcome_name(GemmTuneOutcome outcome) {
   return "unknown";
 }
 
-TuningContext::TuningContext(const TuningConfig& config, int ordinal, TunableGemm* gemm)
+TuningContext::TuningContext(const TuningConfig& config, TuningDeviceKind kind, int ordinal,
+                             TunableGemm* gemm)
     : config_(config),
       ordinal_(ordinal),
-      path_(results_path_for_device(config, ordinal)),
+      path_(results_path_for_device(config, kind, ordinal)),
       gemm_(gemm) {}
 
 absl::StatusOr<std::unique_ptr<TuningContext>> TuningContext::create(const TuningConfig& config,
+                                                                     TuningDeviceKind kind,
                                                                      int ordinal,
                                                                      TunableGemm* gemm) {
-  std::unique_ptr<TuningContext> ctx(new TuningContext(config, ordinal, gemm));
+  std::unique_ptr<TuningContext> ctx(new TuningContext(config, kind, ordinal, gemm));
   for (auto& [key, value] : gemm->validators()) ctx->validators_[key] = value;
   if (reads_results(config.mode)) {
     if (absl::Status s = ctx->load(); !s.ok()) return s;
@@ -64,22 +66,25 @@ absl::Status TuningContext::load() {
 
 std::string TuningContext::solution_for(const GemmSignature& sig) {
   if (config_.mode == TuningMode::kOff) return std::string(kDefaultSolution);
-  if (std::optional<TunedSolution> hit = results_.find(sig)) {
-    hits_.fetch_add(1, std::memory_order_relaxed);
-    return hit->solution;
+  // A miss is tuned before it is answered: nobody holds the miss then, so storing the result
+  // does not move version() (tuning_results.h) and no other shape's cached answer is dropped.
+  const bool miss = tunes_on_miss(config_.mode) && !results_.find(sig);
+  if (miss) {
+    // Never wait behind a warmup: the default serves until the tuner is free.
+    std::unique_lock<std::mutex> lock(tuner_mu_, std::try_to_lock);
+    if (lock.owns_lock() && failed_.count(sig) == 0) {
+      const GemmTuneReport report = tune_locked(sig);
+      if (report.outcome == GemmTuneOutcome::kFailed) {
+        failed_.insert(sig);
+        spdlog::warn("tuning: device {}: {}; {} runs the default", ordinal_, report.message,
+                     sig.key());
+      }
+    }
   }
-  misses_.fetch_add(1, std::memory_order_relaxed);
-  if (!tunes_on_miss(config_.mode)) return std::string(kDefaultSolution);
-  // Never wait behind a warmup: the default serves until the tuner is free.
-  std::unique_lock<std::mutex> lock(tuner_mu_, std::try_to_lock);
-  if (!lock.owns_lock() || failed_.count(sig) != 0) return std::string(kDefaultSolution);
-  const GemmTuneReport report = tune_locked(sig);
-  if (report.outcome == GemmTuneOutcome::kFailed) {
-    failed_.insert(sig);
-    spdlog::warn("tuning: device {}: {}; {} runs the default", ordinal_, report.message, sig.key());
-    return std::string(kDefaultSolution);
-  }
-  return report.solution;
+  const std::optional<TunedSolution> answer = results_.answer(sig);
+  const bool hit = answer.has_value() && !miss;
+  (hit ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
+  return answer ? answer->solution : std::string(kDefaultSolution);
 }
 
 GemmTuneReport TuningContext::tune(const GemmSignature& sig, bool force) {

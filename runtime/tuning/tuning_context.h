@@ -63,12 +63,14 @@ struct GemmTuningCounters {
 class TuningContext final : public GemmSolutionSource {
  public:
   // `gemm` (not owned) must outlive the context. Reads the device's results file
-  // (results_path_for_device) unless the mode is off; warnings are logged and kept. An
-  // unreadable file (not a missing one) is an error naming the path.
+  // (results_path_for_device: `kind` and `ordinal` name it) unless the mode is off; warnings are
+  // logged and kept. An unreadable file (not a missing one) is an error naming the path.
   static absl::StatusOr<std::unique_ptr<TuningContext>> create(const TuningConfig& config,
-                                                               int ordinal, TunableGemm* gemm);
+                                                               TuningDeviceKind kind, int ordinal,
+                                                               TunableGemm* gemm);
 
-  // GemmSolutionSource. Thread-safe.
+  // GemmSolutionSource. Thread-safe. The version moves only when tuning changes a solution
+  // already answered (tuning_results.h), not with every GEMM a warmup tunes.
   std::string solution_for(const GemmSignature& sig) override;
   uint64_t version() const override { return results_.version(); }
 
@@ -89,7 +91,7 @@ class TuningContext final : public GemmSolutionSource {
   std::map<GemmSignature, double> gains() const;
 
  private:
-  TuningContext(const TuningConfig& config, int ordinal, TunableGemm* gemm);
+  TuningContext(const TuningConfig& config, TuningDeviceKind kind, int ordinal, TunableGemm* gemm);
   absl::Status load();
   // Tunes `sig` with tuner_mu_ held.
   GemmTuneReport tune_locked(const GemmSignature& sig);

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <shared_mutex>
 #include <string>
 
@@ -37,27 +38,40 @@ inline constexpr std::string_view kDefaultSolution = "Default";
 using TunedEntries = std::map<GemmSignature, TunedSolution>;
 
 // Thread-safe: many readers (GEMM dispatch) and occasional writers (tuning, loading).
+//
+// version() tells whoever keeps an answer (a backend's solution cache, a recorded decode graph)
+// when to ask again. It moves only when an answer handed out by answer() -- a solution, or none
+// -- is changed by a later insert or merge: a signature nobody has asked about can be added or
+// replaced without it. So a warmup that tunes shapes the engine has not run yet invalidates
+// nothing, and one that tunes a shape in use (or re-tunes it to another solution) invalidates
+// at once: nothing keeps running an answer that was replaced.
 class TuningResults {
  public:
   TuningResults() = default;
   explicit TuningResults(TunedEntries entries) : entries_(std::move(entries)) {}
 
+  // A look that hands nothing out (tuning's "already tuned?"): its caller keeps no answer.
   std::optional<TunedSolution> find(const GemmSignature& sig) const;
-  // Adds or replaces one result; bumps version().
+  // The entry of `sig` (none: nullopt), as an answer its caller may keep until version() moves:
+  // from now on a change of `sig`'s solution moves it.
+  std::optional<TunedSolution> answer(const GemmSignature& sig);
+  // Adds or replaces one result; moves version() when that changes an answer handed out.
   void insert(const GemmSignature& sig, TunedSolution solution);
-  // Adds or replaces every entry of `entries`; bumps version() once when any was given.
+  // Adds or replaces every entry of `entries`; moves version() once when any of them changes an
+  // answer handed out.
   void merge(const TunedEntries& entries);
 
   size_t size() const;
-  // Grows with every change: a saver remembers the version it wrote and saves again only when
-  // the results have changed since.
   uint64_t version() const;
-  // A copy of every entry, and the version it reflects.
-  TunedEntries snapshot(uint64_t* version = nullptr) const;
+  TunedEntries snapshot() const;
 
  private:
+  // Stores one result (mu_ held); true when it changes an answer handed out.
+  bool store(const GemmSignature& sig, TunedSolution solution);
+
   mutable std::shared_mutex mu_;
   TunedEntries entries_;
+  std::set<GemmSignature> answered_;  // every signature answer() was asked for
   uint64_t version_ = 0;
 };
 

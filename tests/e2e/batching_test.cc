@@ -5,6 +5,7 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/kv_cache.h"
 #include "runtime/model/model_loader.h"
 #include "absl/strings/str_cat.h"
 #include "tests/e2e/test_server.h"
@@ -132,7 +133,10 @@ int64_t kv_block_bytes() {
   EXPECT_TRUE(files.ok()) << files.status();
   if (!files.ok()) return 0;
   const ModelConfig& c = files->config();
-  return c.num_layers * 2 * 16 * c.num_kv_heads * c.head_dim * 4;
+  const KvCacheShape one_block{static_cast<int32_t>(c.num_layers), 1, 16,
+                               static_cast<int32_t>(c.num_kv_heads),
+                               static_cast<int32_t>(c.head_dim)};
+  return static_cast<int64_t>(one_block.bytes_per_block(DType::kF32));
 }
 
 TEST(BatchingE2E, SmallKvCachePreemptsAndEveryRequestMatchesItsSoloRun) {

@@ -228,6 +228,42 @@ TEST(PlanPlacement, ActivationBytesComeOffBudgetAndKv) {
   EXPECT_EQ(plan.devices[0].kv_capacity_tokens, 62464);  // 61 GiB / (16 * 64 KiB)
 }
 
+// lm_head's input rows and logits live on the last stage only: the other devices keep that
+// memory for their KV cache.
+TEST(PlanPlacement, HeadActivationsComeOffTheLmHeadDeviceOnly) {
+  PlacementOptions o;
+  o.kv_reserve_fraction = 0;
+  o.activation_bytes = 2 * kGiB;
+  o.head_activation_bytes = kGiB;
+  const PlacementPlan plan = plan_ok(model32(), devices({80, 80}), o);
+  EXPECT_THAT(layer_ranges(plan), ElementsAre("0-15", "16-31"));
+  EXPECT_FALSE(plan.devices[0].head);
+  EXPECT_TRUE(plan.devices[1].head);
+  EXPECT_EQ(plan.devices[0].weight_budget_bytes, 78 * kGiB);
+  EXPECT_EQ(plan.devices[0].weight_bytes, 17 * kGiB);
+  EXPECT_EQ(plan.devices[1].weight_bytes, 17 * kGiB + 8 * kKiB);  // no logits among the weights
+  EXPECT_EQ(plan.devices[0].kv_bytes, 61 * kGiB);                 // 80 - 2 - 17
+  EXPECT_EQ(plan.devices[1].kv_bytes, 60 * kGiB - 8 * kKiB);      // 80 - 2 - 17 - norm - 1
+}
+
+// They count against the budget of the device that holds lm_head when the layers are placed,
+// and against no other device's.
+TEST(PlanPlacement, HeadActivationsMustFitOnTheLmHeadDevice) {
+  PlacementOptions o = with_map("sequential");
+  o.kv_reserve_fraction = 0;
+  o.head_activation_bytes = kGiB;
+  // Device 0 fills its 20 GiB with the embeddings and 19 layers, as it would without them;
+  // device 1 holds 13 layers, the norm, lm_head and the 1 GiB of the head: 15 GiB + 8 KiB.
+  EXPECT_THAT(layer_ranges(plan_ok(model32(), devices({20, 16}), o)),
+              ElementsAre("0-18", "19-31"));
+  const absl::Status s = plan_error(model32(), devices({20, 15}), o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("and the logits buffers 1.0 GiB"),
+                    HasSubstr("left over: model.layers.31, model.norm, lm_head, the logits "
+                              "buffers (3.0 GiB)")));
+}
+
 TEST(PlanPlacement, TiedEmbeddingsAreCopiedToTheLastDevice) {
   const PlacementPlan plan = plan_ok(model32(true), devices({80, 80}), with_map("balanced"));
   EXPECT_THAT(layer_ranges(plan), ElementsAre("0-15", "16-31"));

@@ -63,6 +63,33 @@ TEST(BackendFactory, CpuRefusesFloat16AndIgnoresTheDefault) {
   }
 }
 
+// CPU "devices" are numbered as listed (the backends' names and ordinals say so), and all
+// devices on the CPU are the one host.
+TEST(BackendFactory, CpuDeviceListsAreNumberedAsListed) {
+  BackendOptions options{BackendKind::kCpu, 0, 1};
+  options.devices = {2, 5};
+  auto listed = create_backends(options);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].ordinal, 2);
+  EXPECT_EQ((*listed)[0].backend->name(), "cpu:2");
+  EXPECT_EQ((*listed)[1].ordinal, 5);
+  EXPECT_EQ((*listed)[1].backend->name(), "cpu:5");
+
+  options.devices = {3, 3};
+  auto twice = create_backends(options);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(std::string(twice.status().message()), HasSubstr("device 3 is listed twice"));
+
+  options.devices.clear();
+  options.all_devices = true;
+  auto all = create_backends(options);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].ordinal, 0);
+  EXPECT_EQ((*all)[0].backend->name(), "cpu");
+}
+
 TEST(BackendFactory, CpuIsAlwaysCpu) {
   auto b = create_backend({BackendKind::kCpu, 0, 1});
   ASSERT_TRUE(b.ok()) << b.status();

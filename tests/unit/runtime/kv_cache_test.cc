@@ -39,6 +39,16 @@ TEST(BlockTable, ReserveIsAllOrNothing) {
   EXPECT_EQ(a.num_free(), 3);
 }
 
+// Every KV size is made of one formula: the bytes of one token's K and V in one layer.
+TEST(KvCacheShape, BlocksAreTokensTimesTheBytesOfOneTokenInOneLayer) {
+  EXPECT_EQ(kv_bytes_per_token_per_layer(2, 8, DType::kF32), 2u * 2 * 8 * 4);  // K and V
+  EXPECT_EQ(kv_bytes_per_token_per_layer(8, 128, DType::kBF16), 4096u);
+  const KvCacheShape shape{3, 5, 16, 2, 8};
+  EXPECT_EQ(shape.bytes_per_layer_block(DType::kF32),
+            16 * kv_bytes_per_token_per_layer(2, 8, DType::kF32));
+  EXPECT_EQ(shape.bytes_per_block(DType::kF32), 3 * shape.bytes_per_layer_block(DType::kF32));
+}
+
 TEST(KvCache, LayersDoNotOverlapAndRejectEmptyShapes) {
   CpuBackend backend(1);
   KvCacheShape shape{2, 3, 4, 2, 8};

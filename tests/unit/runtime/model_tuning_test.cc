@@ -1,4 +1,5 @@
-// ModelTuning on the CPU backend: one warmup at a time, and none after a drain.
+// ModelTuning on the CPU backend: one warmup at a time, none after a drain, and the CPU's own
+// default results file.
 #include "runtime/tuning/model_tuning.h"
 
 #include <filesystem>
@@ -36,6 +37,19 @@ TEST(ModelTuning, NoWarmupStartsAfterADrain) {
   EXPECT_NE(after.status().message().find("draining"), absl::string_view::npos);
   tuning->reset();
   std::filesystem::remove_all(dir);
+}
+
+// With no file name given, a CPU device's results go to the CPU's own file, not the one PyTorch
+// and tessera's GPU backend name tunableop_results0.csv.
+TEST(ModelTuning, ACpuDeviceTakesTheCpuResultsFileByDefault) {
+  CpuBackend backend(1);
+  TuningConfig config;
+  config.mode = TuningMode::kUse;  // reads the file (none is there), never writes it
+  GemmModelShape shape{64, 128, 4, 2, 16, 256, 2, GemmDType::kF32};
+  auto tuning = ModelTuning::attach(config, shape, WarmupLimits{16, 4}, {TuningDevice{0, &backend}});
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  ASSERT_EQ((*tuning)->contexts().size(), 1u);
+  EXPECT_EQ((*tuning)->contexts()[0]->path(), "tunableop_results_cpu0.csv");
 }
 
 }  // namespace

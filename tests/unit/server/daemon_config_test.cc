@@ -181,6 +181,9 @@ TEST(DaemonConfig, TuningKeysBecomeTheTuningConfig) {
   EXPECT_EQ(t.buckets.decode, (std::vector<int64_t>{1, 8, 64}));
   EXPECT_EQ(t.buckets.prefill_pad, 16);
   EXPECT_TRUE(t.validate().ok());
+  // Unset, the file is named by the device kind (results_path_for_device); blank is refused.
+  EXPECT_EQ(tuning_config(DaemonConfig()).filename, "");
+  EXPECT_FALSE(parse({"--tuning-file", " "}).ok());
 
   absl::StatusOr<CommandLine> bad = parse({"--tuning-decode-buckets", "8,1"});
   ASSERT_FALSE(bad.ok());

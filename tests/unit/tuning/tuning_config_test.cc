@@ -68,7 +68,7 @@ TEST(TuningMode, WhatEachModeDoes) {
 TEST(TuningConfig, DefaultsArePyTorchs) {
   const TuningConfig c;
   EXPECT_EQ(c.mode, TuningMode::kOff);
-  EXPECT_EQ(c.filename, "tunableop_results.csv");
+  EXPECT_EQ(c.filename, "");  // the device kind's default (results_path_for_device)
   EXPECT_EQ(c.max_tuning_duration_ms, 30);
   EXPECT_EQ(c.max_tuning_iterations, 100);
   EXPECT_EQ(c.rotating_buffer_size_mb, -1);
@@ -194,7 +194,7 @@ TEST(TuningEnv, EmptyValueIsUnset) {
       apply({{"TESSERA_TUNABLEOP_ENABLED", ""}, {"TESSERA_TUNABLEOP_FILENAME", ""}}, c);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->mode, TuningMode::kUse);
-  EXPECT_EQ(r->filename, "tunableop_results.csv");
+  EXPECT_EQ(r->filename, "");
   // An empty TESSERA_ name falls through to the PYTORCH_ one.
   EXPECT_EQ(mode_of({{"TESSERA_TUNABLEOP_ENABLED", ""}, {"PYTORCH_TUNABLEOP_ENABLED", "1"}}),
             TuningMode::kTune);
@@ -256,25 +256,41 @@ TEST(TuningConfig, ValidateNamesTheField) {
   c = TuningConfig{};
   c.buckets.decode = {1, 4, 2};
   EXPECT_THAT(std::string(c.validate().message()), HasSubstr("bucket 2 (2)"));
-  c = TuningConfig{};
-  c.filename.clear();
-  EXPECT_THAT(std::string(c.validate().message()), HasSubstr("filename is empty"));
 }
 
 TEST(ResultsPath, InsertsTheOrdinalBeforeTheExtension) {
+  constexpr TuningDeviceKind kGpu = TuningDeviceKind::kGpu;
   TuningConfig c;
-  EXPECT_EQ(results_path_for_device(c, 0), "tunableop_results0.csv");
-  EXPECT_EQ(results_path_for_device(c, 3), "tunableop_results3.csv");
   c.filename = "src/matmul_result.csv";
-  EXPECT_EQ(results_path_for_device(c, 0), "src/matmul_result0.csv");
+  EXPECT_EQ(results_path_for_device(c, kGpu, 0), "src/matmul_result0.csv");
   c.filename = "/var/lib/tessera.d/results";  // the dot is in the directory, not the file name
-  EXPECT_EQ(results_path_for_device(c, 1), "/var/lib/tessera.d/results1");
+  EXPECT_EQ(results_path_for_device(c, kGpu, 1), "/var/lib/tessera.d/results1");
   c.filename = "dir/.hidden";
-  EXPECT_EQ(results_path_for_device(c, 2), "dir/.hidden2");
+  EXPECT_EQ(results_path_for_device(c, kGpu, 2), "dir/.hidden2");
   c.filename = "gpu%d/results.csv";
-  EXPECT_EQ(results_path_for_device(c, 7), "gpu7/results.csv");
+  EXPECT_EQ(results_path_for_device(c, kGpu, 7), "gpu7/results.csv");
   c.filename = "a.b.csv";
-  EXPECT_EQ(results_path_for_device(c, 1), "a.b1.csv");
+  EXPECT_EQ(results_path_for_device(c, kGpu, 1), "a.b1.csv");
+}
+
+// A CPU and a GPU daemon started in one directory must not share a file: each would find the
+// other's validators wrong, re-tune, and overwrite it. GPUs keep PyTorch's per-ordinal name.
+TEST(ResultsPath, DefaultNamesDifferByDeviceKind) {
+  const TuningConfig c;
+  EXPECT_EQ(results_path_for_device(c, TuningDeviceKind::kGpu, 0), "tunableop_results0.csv");
+  EXPECT_EQ(results_path_for_device(c, TuningDeviceKind::kGpu, 3), "tunableop_results3.csv");
+  EXPECT_EQ(results_path_for_device(c, TuningDeviceKind::kCpu, 0), "tunableop_results_cpu0.csv");
+  EXPECT_EQ(results_path_for_device(c, TuningDeviceKind::kCpu, 1), "tunableop_results_cpu1.csv");
+}
+
+// A name the user gives is the same for every kind of device, as before.
+TEST(ResultsPath, AGivenNameIsUsedOnEveryKind) {
+  TuningConfig c;
+  c.filename = "tunableop_results.csv";
+  EXPECT_EQ(results_path_for_device(c, TuningDeviceKind::kCpu, 0), "tunableop_results0.csv");
+  EXPECT_EQ(results_path_for_device(c, TuningDeviceKind::kGpu, 0), "tunableop_results0.csv");
+  c.filename = "tuned/%d.csv";
+  EXPECT_EQ(results_path_for_device(c, TuningDeviceKind::kCpu, 2), "tuned/2.csv");
 }
 
 TEST(TimedIterations, IterationCapAndDurationCap) {

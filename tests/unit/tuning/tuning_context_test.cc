@@ -55,7 +55,7 @@ class TuningContextTest : public ::testing::Test {
 TEST_F(TuningContextTest, OffAnswersTheDefaultAndReadsNothing) {
   write(header() + kSig.key() + ",fast,0.25\n");
   FakeTunableGemm gemm = device();
-  auto ctx = TuningContext::create(config(TuningMode::kOff), 0, &gemm);
+  auto ctx = TuningContext::create(config(TuningMode::kOff), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   EXPECT_EQ((*ctx)->solution_for(kSig), kDefaultSolution);
   EXPECT_TRUE((*ctx)->results().empty());
@@ -66,7 +66,7 @@ TEST_F(TuningContextTest, OffAnswersTheDefaultAndReadsNothing) {
 TEST_F(TuningContextTest, UseReadsTheFileAndNeverTunes) {
   write(header() + kSig.key() + ",fast,0.25\n");
   FakeTunableGemm gemm = device();
-  auto ctx = TuningContext::create(config(TuningMode::kUse), 0, &gemm);
+  auto ctx = TuningContext::create(config(TuningMode::kUse), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   EXPECT_EQ((*ctx)->solution_for(kSig), "fast");
   EXPECT_EQ((*ctx)->solution_for(kOther), kDefaultSolution);
@@ -77,11 +77,12 @@ TEST_F(TuningContextTest, UseReadsTheFileAndNeverTunes) {
 
 TEST_F(TuningContextTest, TuneTunesAMissSavesAndTheFileReadsBack) {
   FakeTunableGemm gemm = device();
-  auto ctx = TuningContext::create(config(TuningMode::kTune), 0, &gemm);
+  auto ctx = TuningContext::create(config(TuningMode::kTune), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   const uint64_t v0 = (*ctx)->version();
   EXPECT_EQ((*ctx)->solution_for(kSig), "fast");
-  EXPECT_GT((*ctx)->version(), v0);
+  // Tuned before it was answered: no answer anyone keeps has changed.
+  EXPECT_EQ((*ctx)->version(), v0);
   EXPECT_EQ(gemm.prepares, 1);
   EXPECT_EQ((*ctx)->solution_for(kSig), "fast");  // now a hit, not tuned again
   EXPECT_EQ(gemm.prepares, 1);
@@ -94,7 +95,8 @@ TEST_F(TuningContextTest, TuneTunesAMissSavesAndTheFileReadsBack) {
   EXPECT_EQ(read().rfind("Validator,", 0), 0u) << read();
 
   FakeTunableGemm again = device();
-  auto reloaded = TuningContext::create(config(TuningMode::kUse), 0, &again);
+  auto reloaded =
+      TuningContext::create(config(TuningMode::kUse), TuningDeviceKind::kGpu, 0, &again);
   ASSERT_TRUE(reloaded.ok());
   EXPECT_EQ((*reloaded)->solution_for(kSig), "fast");
   EXPECT_TRUE((*reloaded)->load_warnings().empty());
@@ -104,7 +106,7 @@ TEST_F(TuningContextTest, ValidatorMismatchIgnoresTheFileNamingTheKeyAndRetunes)
   write("Validator,TESSERA_VERSION,test\nValidator,DEVICE_NAME,another-gpu\n" + kSig.key() +
         ",hand_picked,0.1\n");
   FakeTunableGemm gemm = device();
-  auto ctx = TuningContext::create(config(TuningMode::kTune), 0, &gemm);
+  auto ctx = TuningContext::create(config(TuningMode::kTune), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   bool named = false;
   for (const std::string& w : (*ctx)->load_warnings()) {
@@ -122,7 +124,7 @@ TEST_F(TuningContextTest, ValidatorMismatchIgnoresTheFileNamingTheKeyAndRetunes)
 TEST_F(TuningContextTest, HandEditedSolutionIsHonouredAndCorruptLinesSkipped) {
   write(header() + "GemmTunableOp_float_TN,tn_oops\n" + kSig.key() + ",my_own_kernel\n");
   FakeTunableGemm gemm = device();
-  auto ctx = TuningContext::create(config(TuningMode::kTune), 0, &gemm);
+  auto ctx = TuningContext::create(config(TuningMode::kTune), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   EXPECT_EQ((*ctx)->solution_for(kSig), "my_own_kernel");
   EXPECT_EQ(gemm.prepares, 0);
@@ -134,7 +136,7 @@ TEST_F(TuningContextTest, HandEditedSolutionIsHonouredAndCorruptLinesSkipped) {
 TEST_F(TuningContextTest, UnreadableFileIsAnErrorNamingThePath) {
   std::filesystem::create_directories(path());  // a directory where the file should be
   FakeTunableGemm gemm = device();
-  auto ctx = TuningContext::create(config(TuningMode::kUse), 0, &gemm);
+  auto ctx = TuningContext::create(config(TuningMode::kUse), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_FALSE(ctx.ok());
   EXPECT_NE(ctx.status().message().find(path()), absl::string_view::npos) << ctx.status();
 }
@@ -142,7 +144,7 @@ TEST_F(TuningContextTest, UnreadableFileIsAnErrorNamingThePath) {
 TEST_F(TuningContextTest, ExplicitTuneReportsCachedUnlessForced) {
   write(header() + kSig.key() + ",fast,0.25\n");
   FakeTunableGemm gemm = device();
-  auto ctx = TuningContext::create(config(TuningMode::kTune), 0, &gemm);
+  auto ctx = TuningContext::create(config(TuningMode::kTune), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok());
   GemmTuneReport cached = (*ctx)->tune(kSig, /*force=*/false);
   EXPECT_EQ(cached.outcome, GemmTuneOutcome::kCached);
@@ -157,8 +159,8 @@ TEST_F(TuningContextTest, ExplicitTuneReportsCachedUnlessForced) {
 TEST_F(TuningContextTest, WarmupTunesThePlanOnEveryDevice) {
   FakeTunableGemm gemm0 = device();
   FakeTunableGemm gemm1 = device();
-  auto ctx0 = TuningContext::create(config(TuningMode::kWarmup), 0, &gemm0);
-  auto ctx1 = TuningContext::create(config(TuningMode::kWarmup), 1, &gemm1);
+  auto ctx0 = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 0, &gemm0);
+  auto ctx1 = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 1, &gemm1);
   ASSERT_TRUE(ctx0.ok() && ctx1.ok());
   std::vector<WarmupGemm> plan = {{kSig, "qkv_proj", 1, 2}, {kOther, "o_proj", 2, 2}};
   std::vector<size_t> seen_done;
@@ -184,9 +186,41 @@ TEST_F(TuningContextTest, WarmupTunesThePlanOnEveryDevice) {
   EXPECT_TRUE(std::filesystem::exists((dir_ / "results1.csv")));
 }
 
+// A warmup beside a serving engine: tuning shapes nobody has run leaves the version (and so every
+// recorded decode graph) alone; tuning a shape the engine runs moves it, once -- never once per
+// GEMM of the plan.
+TEST_F(TuningContextTest, AWarmupMovesTheVersionOnlyWhenAnAnswerInUseChanges) {
+  FakeTunableGemm gemm = device();
+  // use: solution_for never tunes, so the engine's miss stays the default until a warmup.
+  auto ctx = TuningContext::create(config(TuningMode::kUse), TuningDeviceKind::kGpu, 0, &gemm);
+  ASSERT_TRUE(ctx.ok());
+  EXPECT_EQ((*ctx)->solution_for(kSig), kDefaultSolution);  // the engine runs kSig
+  const uint64_t v0 = (*ctx)->version();
+
+  std::vector<WarmupGemm> plan;
+  for (int64_t t = 2; t <= 9; ++t) {
+    plan.push_back({GemmSignature::for_linear(t, 8, 16, GemmDType::kF32, GemmDType::kF32),
+                    "qkv_proj", t, 1});
+  }
+  WarmupJob::start({ctx->get()}, plan, WarmupOptions{})->wait();
+  EXPECT_EQ((*ctx)->results().size(), plan.size());
+  EXPECT_EQ((*ctx)->version(), v0);
+
+  plan.push_back({kSig, "qkv_proj", 1, 1});
+  WarmupOptions force;
+  force.force = true;
+  WarmupJob::start({ctx->get()}, plan, force)->wait();
+  EXPECT_EQ((*ctx)->version(), v0 + 1);  // kSig's default was replaced; the rest nobody asked for
+  EXPECT_EQ((*ctx)->solution_for(kSig), "fast");
+
+  // Re-tuned to the same solution: nothing to record again.
+  WarmupJob::start({ctx->get()}, {{kSig, "qkv_proj", 1, 1}}, force)->wait();
+  EXPECT_EQ((*ctx)->version(), v0 + 1);
+}
+
 TEST_F(TuningContextTest, WarmupBudgetSkipsTheRest) {
   FakeTunableGemm gemm = device();
-  auto ctx = TuningContext::create(config(TuningMode::kWarmup), 0, &gemm);
+  auto ctx = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok());
   WarmupOptions options;
   options.time_budget_seconds = 1e-9;  // spent before the first GEMM starts
@@ -202,8 +236,8 @@ TEST_F(TuningContextTest, WarmupBudgetSkipsTheRest) {
 TEST_F(TuningContextTest, OnlyTheLastDeviceTunesLmHead) {
   FakeTunableGemm gemm0 = device();
   FakeTunableGemm gemm1 = device();
-  auto ctx0 = TuningContext::create(config(TuningMode::kWarmup), 0, &gemm0);
-  auto ctx1 = TuningContext::create(config(TuningMode::kWarmup), 1, &gemm1);
+  auto ctx0 = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 0, &gemm0);
+  auto ctx1 = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 1, &gemm1);
   ASSERT_TRUE(ctx0.ok() && ctx1.ok());
   std::vector<WarmupGemm> plan = {{kSig, "qkv_proj", 1, 2}, {kOther, "lm_head", 1, 1}};
   auto job = WarmupJob::start({ctx0->get(), ctx1->get()}, plan, WarmupOptions{});
@@ -217,7 +251,7 @@ TEST_F(TuningContextTest, OnlyTheLastDeviceTunesLmHead) {
 
 TEST_F(TuningContextTest, CancelledWarmupSkipsWhatIsLeft) {
   FakeTunableGemm gemm = device();
-  auto ctx = TuningContext::create(config(TuningMode::kWarmup), 0, &gemm);
+  auto ctx = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok());
   std::shared_ptr<WarmupJob> job;
   // The worker reports the first GEMM, then waits until the test has cancelled: the second is

@@ -1,0 +1,57 @@
+// What LlamaModel tells the placement planner it will allocate: the activations every pipeline
+// stage holds, those only the last stage (the lm_head device) holds, and the KV cache per token.
+#include <gtest/gtest.h>
+
+#include "runtime/kv_cache.h"
+#include "runtime/model/llama.h"
+
+namespace tessera {
+namespace {
+
+// Llama-3-8B's shape: a 128k vocabulary.
+ModelConfig llama3_8b() {
+  ModelConfig c;
+  c.vocab_size = 128256;
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_layers = 32;
+  c.num_heads = 32;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  c.max_position_embeddings = 8192;
+  return c;
+}
+
+// No padding: the buffers hold exactly the limits' rows.
+ExecutionOptions unpadded() {
+  ExecutionOptions e;
+  e.decode_graphs = DecodeGraphs::kOff;
+  return e;
+}
+
+// The logits ([rows, vocab] fp32, ~131 MB here) exist on the last stage only: a stage without
+// lm_head must not be charged for them.
+TEST(LlamaFootprint, OnlyTheHeadActivationsGrowWithTheVocabulary) {
+  const ForwardLimits limits{2048, 256};
+  ModelConfig c = llama3_8b();
+  const uint64_t stage = LlamaModel::activation_bytes(c, limits, unpadded(), DType::kBF16);
+  const uint64_t head = LlamaModel::head_activation_bytes(c, limits, unpadded(), DType::kBF16);
+  // lm_head's input rows (bf16), the fp32 logits, the sampled int32 tokens.
+  EXPECT_EQ(head, 256u * (4096 * 2 + 128256 * 4 + 4));
+  c.vocab_size *= 2;
+  EXPECT_EQ(LlamaModel::activation_bytes(c, limits, unpadded(), DType::kBF16), stage);
+  EXPECT_EQ(LlamaModel::head_activation_bytes(c, limits, unpadded(), DType::kBF16),
+            head + 256u * 128256 * 4);
+}
+
+// The planner's KV cost per token is the cache's own formula, so its token capacity is what
+// KvCache::create will allocate.
+TEST(LlamaFootprint, KvBytesPerTokenAreTheCachesOwn) {
+  const ModelFootprint f = LlamaModel::footprint(llama3_8b(), DType::kBF16);
+  EXPECT_EQ(f.kv_bytes_per_token_per_layer, 4096u);  // K and V: 2 x 8 heads x 128 x 2 bytes
+  const KvCacheShape one_block{32, 1, 16, 8, 128};
+  EXPECT_EQ(one_block.bytes_per_block(DType::kBF16), 32 * 16 * f.kv_bytes_per_token_per_layer);
+}
+
+}  // namespace
+}  // namespace tessera
