@@ -20,9 +20,10 @@ const Gemm::Solution& GemmSolutionCache::solution(Gemm& gemm, GemmSolutionSource
   sync_version(source);
   const GemmSignature sig = signature_of(shape);
   if (auto it = resolved_.find(sig); it != resolved_.end()) return it->second;
+  // The answer is filed under the version read before asking: if the version moves meanwhile (a
+  // warmup replacing a solution already handed out), the next call drops it and asks again,
+  // rather than keeping an answer that may predate the move under the new version.
   const std::string name = source.solution_for(sig);
-  // solution_for may have tuned (and so moved the version): what was resolved before is stale.
-  sync_version(source);
   absl::StatusOr<Gemm::Solution> s = gemm.resolve(shape, name);
   if (!s.ok()) {
     if (warned_.insert(name).second) {

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -154,13 +155,23 @@ class FakeSolutionSource final : public GemmSolutionSource {
   std::string solution_for(const GemmSignature& sig) override {
     ++calls;
     auto it = answers.find(sig);
-    return it == answers.end() ? "Default" : it->second;
+    std::string answer = it == answers.end() ? "Default" : it->second;
+    // A warmup replacing the solution while this answer is on its way: the version moves after
+    // the (now stale) answer was read.
+    if (replace_while_answering) {
+      replace_while_answering = false;
+      answers[sig] = *replace_while_answering_with;
+      ++version_number;
+    }
+    return answer;
   }
   uint64_t version() const override { return version_number; }
 
   std::map<GemmSignature, std::string> answers;
   uint64_t version_number = 1;
   int calls = 0;
+  bool replace_while_answering = false;
+  std::optional<std::string> replace_while_answering_with;
 };
 
 // Parameter: the compute dtype of the backend and of the GEMMs' inputs.
@@ -555,13 +566,22 @@ TEST_P(GpuSmallMGemmTest, LinearRunsTheSourcesSolution) {
   ++source.version_number;
   check("after a version move", true);
   EXPECT_EQ(source.calls, 2);
+  // The solution replaced while linear() was asking: the stale answer serves that one call, and
+  // the next call asks again and runs the replacement.
+  source.answers[gpu::signature_of(shape)] = "Default";
+  ++source.version_number;
+  source.replace_while_answering = true;
+  source.replace_while_answering_with = chosen;
+  check("answer read before a replacement", false);
+  check("after the replacement", true);
+  EXPECT_EQ(source.calls, 4);
   // Unknown, unparseable and rejected names fall back to Default.
   for (const char* bad : {"lt_bogus", "no_such_solution", "lt_algo9999_tile1_stages1_splitk1_red0_swz0_cust0_inner0_cluster0"}) {
     source.answers[gpu::signature_of(shape)] = bad;
     ++source.version_number;
     check(bad, false);
   }
-  EXPECT_EQ(source.calls, 5);
+  EXPECT_EQ(source.calls, 7);
 }
 
 }  // namespace
