@@ -313,7 +313,8 @@ run_overlap() {
 }
 
 # tesserad on the 8B-shaped model, launches overlapping and not, each with its GEMMs tuned before
-# readiness (the tuner times candidates as they launch): `tessera bench serve` at concurrency 1, 64.
+# readiness (the tuner times candidates as they launch; TUNING=off serves untuned):
+# `tessera bench serve` at concurrency 1, 64.
 run_overlap_serve() {
   local model=/tmp/llama8b
   rm -rf "$model"
@@ -321,15 +322,15 @@ run_overlap_serve() {
     || { tail -5 "$out/random_llama.log"; status=1; return; }
   for o in 0 1; do
     local start=$(date +%s)
-    TESSERA_OVERLAP_LAUNCHES=$o start_server "overlap$o" --tuning-mode warmup \
+    TESSERA_OVERLAP_LAUNCHES=$o start_server "overlap$o" --tuning-mode "${TUNING:-warmup}" \
       --tuning-file "$out/tunableop_overlap$o.csv" || continue
-    echo "overlap $o: ready $(( $(date +%s) - start ))s after start (GEMMs tuned first)"
+    echo "overlap $o: ready $(( $(date +%s) - start ))s after start (tuning mode ${TUNING:-warmup})"
     for c in 1 64; do
       bench_serve "overlap$o" $c
       echo "overlap $o c=$c: $(grep -m1 "output throughput" "$out/serve_overlap${o}_c$c.log") $(grep -m1 "^ITL" "$out/serve_overlap${o}_c$c.log")"
     done
     stop_server
-    echo "tuned solutions: $(grep -v '^Validator' "$out/tunableop_overlap${o}0.csv" | cut -d, -f3 | sed 's/_.*//' | sort | uniq -c | tr '\n' ' ')"
+    [[ -f "$out/tunableop_overlap${o}0.csv" ]] && echo "tuned solutions: $(grep -v '^Validator' "$out/tunableop_overlap${o}0.csv" | cut -d, -f3 | sed 's/_.*//' | sort | uniq -c | tr '\n' ' ')"
   done
 }
 

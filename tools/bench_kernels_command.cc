@@ -5,7 +5,9 @@
 //   decode:  split-KV paged kernel, Llama-3-8B heads (32 query, 8 KV, d=128), batch 1/16/64,
 //            context 1k..32k; GB/s (K and V read once, q read, out written) and its share of
 //            the device-to-device copy bandwidth measured in the same process.
-// Medians of event-timed runs after warm-up; inputs random (never zeros), made on the device.
+// Medians of event-timed runs after warm-up, as triton.testing.do_bench (bench_attn.py's timer):
+// 25 ms of warm-up, at least 100 ms (and --reps runs) timed; inputs random (never zeros), made on
+// the device.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -35,7 +37,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tessera bench kernels [--device N] [--json PATH] [--reps N] [--only prefill|decode]\n"
-    "  Times the GPU attention kernels (prefill: TFLOP/s; decode: GB/s vs copy bandwidth).\n";
+    "  Times the GPU attention kernels (prefill: TFLOP/s; decode: GB/s vs copy bandwidth).\n"
+    "  --reps N: at least N timed runs per shape (default 20; runs fill at least 100 ms)\n";
 
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "tessera bench kernels: %s\n", std::string(s.message()).c_str());
@@ -47,9 +50,15 @@ int fail(const absl::Status& s) {
 constexpr int kHeadDim = 128;
 constexpr int kBlockSize = 16;
 
-// Median milliseconds of `reps` runs of `fn` on `stream`, after `warmup` runs.
+// Median milliseconds of runs of `fn` on `stream`, timed as the anchors' timer
+// (triton.testing.do_bench) times: after `warmup` runs, five more estimate one run's time; then at
+// least kWarmupMs of untimed runs (the clocks settle: a fixed few runs of a short kernel measured
+// the ramp, 10% apart between calls), and at least `reps` timed runs, more to fill kTimedMs (at
+// most kMaxReps).
 absl::StatusOr<double> median_ms(gpuStream_t stream, int warmup, int reps,
                                  const std::function<gpuError_t()>& fn) {
+  constexpr double kWarmupMs = 25.0, kTimedMs = 100.0;
+  constexpr int kEstimateRuns = 5, kMaxReps = 1000;
   for (int i = 0; i < warmup; ++i) GPU_CHECK(fn());
   // Destroyed on every return, the failing ones too.
   struct Events {
@@ -59,7 +68,19 @@ absl::StatusOr<double> median_ms(gpuStream_t stream, int warmup, int reps,
     }
   } events;
   std::vector<gpuEvent_t>& ev = events.ev;
-  for (int i = 0; i < 2 * reps; ++i) GPU_CHECK(gpuEventCreate(&ev.emplace_back()));
+  for (int i = 0; i < 2; ++i) GPU_CHECK(gpuEventCreate(&ev.emplace_back()));
+  GPU_CHECK(gpuEventRecord(ev[0], stream));
+  for (int i = 0; i < kEstimateRuns; ++i) GPU_CHECK(fn());
+  GPU_CHECK(gpuEventRecord(ev[1], stream));
+  GPU_CHECK(gpuStreamSynchronize(stream));
+  float estimate_total = 0;
+  GPU_CHECK(gpuEventElapsedTime(&estimate_total, ev[0], ev[1]));
+  const double estimate = std::max(1e-4, static_cast<double>(estimate_total) / kEstimateRuns);
+  const int settle = static_cast<int>(std::ceil(kWarmupMs / estimate));
+  for (int i = 0; i < settle; ++i) GPU_CHECK(fn());
+  reps = std::clamp(static_cast<int>(std::ceil(kTimedMs / estimate)), reps, std::max(reps, kMaxReps));
+  ev.reserve(2 * reps);
+  for (int i = 2; i < 2 * reps; ++i) GPU_CHECK(gpuEventCreate(&ev.emplace_back()));
   for (int i = 0; i < reps; ++i) {
     GPU_CHECK(gpuEventRecord(ev[2 * i], stream));
     GPU_CHECK(fn());
