@@ -2,7 +2,9 @@
 // through LlamaModel on both, in each GPU compute dtype (bf16 and fp16). Inputs are random (never
 // zeros) and exactly representable in the GPU's dtype, so that both backends see the same values;
 // GPU outputs are poisoned (NaN) before each op so that an unwritten element cannot pass. Errors
-// are relative L2 norms, thresholds per dtype. Every test skips when no GPU is visible.
+// are relative L2 norms, thresholds per dtype. Decode attention also runs many times back to back
+// (launches overlapping where the device allows) against its own first result, bit for bit. Every
+// test skips when no GPU is visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -412,6 +415,35 @@ TEST_P(GpuKernelTest, Attention) {
     EXPECT_LT(e, tol_.attention) << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
     std::printf("[ metric ] attention %s %s d=%d heads=%d/%d tokens=%d rel_err %.2e\n",
                 dtype_label(), c.what, c.head_dim, c.num_heads, c.num_kv_heads, b.num_tokens(), e);
+  }
+}
+
+// Decode attention launched again and again with nothing in between: where launches overlap
+// (kernels/launch.h) each launch's split kernel rewrites the partials the previous launch's combine
+// is reading, and each combine reads what its split kernel has just written -- both safe only
+// through their waits. Every repetition must give the first one's output bit for bit. The
+// plans: 60+ splits of one 8000-key sequence (H100), and the decode batch's 1-to-many.
+TEST_P(GpuKernelTest, DecodeAttentionBackToBackRepeatsExactly) {
+  constexpr int kRepeats = 24;
+  for (const AttnCase& c : attention_cases()) {
+    if (std::string_view(c.what) != "decode-alone" && std::string_view(c.what) != "decode") continue;
+    AttnInputs in = attention_inputs(c, 2.0f);
+    const StepBatch& b = in.batch;
+    std::vector<Pair> outs;
+    for (int i = 0; i < kRepeats; ++i) {
+      outs.push_back(make({b.num_tokens(), static_cast<int64_t>(c.num_heads) * c.head_dim}));
+      poison(outs.back());
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    for (Pair& out : outs) gpu_->attention(in.qkv.g, KvLayerView{in.k.g, in.v.g}, in.shape, scale, out.g);
+    ASSERT_TRUE(gpu_->synchronize().ok());
+    const std::vector<float> first = gpu_values(outs.front());
+    ASSERT_TRUE(std::none_of(first.begin(), first.end(), [](float f) { return std::isnan(f); }))
+        << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
+    for (int i = 1; i < kRepeats; ++i) {
+      EXPECT_EQ(gpu_values(outs[i]), first) << "repetition " << i << " of " << c.what << " d"
+                                            << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
+    }
   }
 }
 

@@ -4,7 +4,8 @@ weights that transformers itself initializes and saves as safetensors (bf16).
 
 For each of 4 prompts: next-token logits relative L2 error (tessera bf16 vs transformers bf16, and
 vs transformers fp32 as the higher-precision reference), and how many of the first 32 greedy
-tokens agree (tessera through its engine, transformers through an argmax loop with its KV cache).
+tokens agree (tessera through its engine, transformers through an argmax loop with its KV cache)
+-- and, for scale, how many transformers' own bf16 and fp32 greedy runs share.
 Prompts are given to both as token ids, so the tokenizer (the tiny test one) plays no part.
 
 A random-init model's next-token distribution is nearly flat, so free-running greedy runs part at
@@ -83,6 +84,18 @@ def main():
             # The same measure for transformers' own bf16 run: the noise floor of bf16.
             row["hf_bf16_rel_err_vs_fp32"] = ((bf - ref).norm() / ref.norm()).item()
             row["noise"] = float((bf - ref).pow(2).mean().sqrt())
+            # transformers against itself: its fp32 greedy run beside its bf16 one, the agreement
+            # any correct bf16 implementation can expect from free-running greedy here.
+            out = model(torch.tensor([prompt], device="cuda"), use_cache=True)
+            fp32_greedy = []
+            for _ in range(GREEDY):
+                nxt = int(out.logits[0, -1].argmax())
+                fp32_greedy.append(nxt)
+                out = model(torch.tensor([[nxt]], device="cuda"), past_key_values=out.past_key_values,
+                            use_cache=True)
+            row["hf_fp32_greedy"] = fp32_greedy
+            row["hf_bf16_vs_fp32_greedy_same"] = next(
+                (i for i, (a, b) in enumerate(zip(row["hf_greedy"], fp32_greedy)) if a != b), GREEDY)
     del model
     torch.cuda.empty_cache()
     # Teacher forcing: transformers' greedy tokens as tessera's continuation.
@@ -101,10 +114,11 @@ def main():
         ok &= row["rel_err_vs_fp32"] <= 2 * row["hf_bf16_rel_err_vs_fp32"]
     json.dump(rows, open(out_path, "w"), indent=1)
     print("prompt_tokens  tessera_vs_hf_bf16  tessera_vs_hf_fp32  hf_bf16_vs_fp32  argmax  greedy_same/32"
-          "  forced_same/32  misses_past_near_tie")
+          "  hf_bf16_vs_fp32_greedy/32  forced_same/32  misses_past_near_tie")
     for r in rows:
         print(f"{r['prompt_tokens']:13d}  {r['rel_err_vs_bf16']:18.2e}  {r['rel_err_vs_fp32']:18.2e}"
               f"  {r['hf_bf16_rel_err_vs_fp32']:15.2e}  {str(r['argmax_match']):6s}  {r['greedy_same_prefix']:14d}"
+              f"  {r['hf_bf16_vs_fp32_greedy_same']:25d}"
               f"  {r['forced_same']:14d}  {r['forced_unexplained']:d}"
               f"  (near tie: margin < {NEAR_TIE * r['noise']:.3f}; misses at margins "
               f"{', '.join('%.3f' % m['hf_margin'] for m in r['forced_misses'])})")
