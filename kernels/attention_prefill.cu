@@ -121,8 +121,13 @@ __global__ void __launch_bounds__(kThreads)
   // The longest (last) query tiles start first.
   PrefillTile<D, kBlockM, kBlockN> tp;
   tp.init(step, num_heads, num_kv_heads);
-  if (!tp.set_tile(gridDim.x - 1 - blockIdx.x, causal)) return;
-  // Launched overlapping the previous kernel (launch.h), which may still be writing q and the cache.
+  // Launched overlapping the previous kernel (launch.h), which may still be writing q and the
+  // cache. A CTA without a tile waits too before it exits: the grid must not end before its
+  // predecessor has, or the next kernel's wait would not cover the predecessor's writes.
+  if (!tp.set_tile(gridDim.x - 1 - blockIdx.x, causal)) {
+    wait_for_prior_kernels();
+    return;
+  }
   wait_for_prior_kernels();
   let_next_kernel_start();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -469,7 +474,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int qt_first = Paired ? n_qt - 1 - static_cast<int>(blockIdx.x)
                               : static_cast<int>(gridDim.x - 1 - blockIdx.x);
   const int qt_second = Paired ? static_cast<int>(blockIdx.x) : qt_first;
-  if (qt_first < qt_second || qt_first >= n_qt) return;
+  if (qt_first < qt_second || qt_first >= n_qt) {
+    // No tile: wait before exiting all the same (the paired kernel is launched overlapping; see
+    // launch.h -- the grid must not end before its predecessor has).
+    if constexpr (Paired) wait_for_prior_kernels();
+    return;
+  }
   tp.set_tile(qt_first, causal);
   // Key tiles of the CTA's stream: the first query tile's, then the second's (none when the two
   // coincide).

@@ -7,18 +7,26 @@
 // bound by memory bandwidth, that idle time is a large share of a step.
 //
 // launch() starts a kernel with the stream's serialization relaxed: its CTAs may start while the
-// previous kernel is finishing. Such a kernel must call wait_for_prior_kernels() before it reads
-// anything an earlier kernel of the stream wrote, and before it writes anything at all -- an earlier
-// kernel may still be reading -- and may do only independent work before that: the GEMM kernels load
-// their first weights (constant while serving), everything else waits first thing. Since every
-// kernel launched this way waits for its predecessor, which waited for its own, the guarantee is
-// transitive. Kernels call let_next_kernel_start() once all their CTAs are running, so that the next
-// kernel's launch overlaps their work.
+// previous kernel is finishing. The rules for a kernel launched this way:
+//  (a) Every CTA calls wait_for_prior_kernels() before it exits, and before it writes anything
+//      (an earlier kernel may still be reading) or reads anything an earlier kernel of the stream
+//      wrote. Since the grid then cannot end before its predecessor has, and the predecessor
+//      waited for its own, the ordering is transitive: a kernel's wait covers every earlier kernel.
+//  (b) Before the wait it may read only what no kernel of the stream writes: weights (the small-M
+//      GEMMs prefetch their first ones into L2; stream_read, the benchmark's read-only
+//      reference, reads all its data), and the step's metadata, copied from the host before the
+//      step's first kernel (the paired prefill kernel reads its first block-table slots).
+// Kernels call let_next_kernel_start() once running, so that the next kernel's launch overlaps
+// their work. Kernels launched plainly (cuBLASLt, the unpaired prefill kernel, copies) keep full
+// serialization on both sides.
 //
-// Graph capture keeps the relaxed edges (CUDA 12.3+). Where the hardware lacks PDL (HIP, CUDA
-// devices before sm_90) the device calls compile to nothing and launch() is a plain launch; the
-// environment variable TESSERA_OVERLAP_LAUNCHES=0 makes it a plain launch everywhere (for
-// measuring what the overlap gives, or ruling it out).
+// Graph capture keeps the relaxed edges (CUDA 12.3+). Only Hopper (sm_90) runs code with the
+// wait compiled in: the build carries sm_90a machine code, and other GPUs run sm_80 code or JIT
+// the compute_80 PTX, where the device calls compile to nothing -- so launch() overlaps only on
+// compute capability 9.x (a build adding a newer target with the wait compiled in must extend
+// that), and is a plain launch on HIP. The environment variable TESSERA_OVERLAP_LAUNCHES=0 (or
+// off / false / no) makes it a plain launch everywhere (for measuring what the overlap gives, or
+// ruling it out).
 #pragma once
 
 #include "kernels/gpu.h"
@@ -33,7 +41,8 @@ namespace tessera::gpu {
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 // Blocks until every earlier kernel of the stream has finished and its writes are visible. A no-op
-// when the kernel was launched plainly (the stream already ordered it) and on hardware without PDL.
+// when the kernel was launched plainly (the stream already ordered it) and in code compiled for
+// targets without PDL.
 __device__ __forceinline__ void wait_for_prior_kernels() {
 #if defined(TESSERA_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -50,13 +59,17 @@ __device__ __forceinline__ void let_next_kernel_start() {
 }
 #endif
 
-// Whether launches on the current device may overlap (sm_90+, not switched off by
-// TESSERA_OVERLAP_LAUNCHES=0). Asked once per device and remembered.
+// Whether launches on the current device overlap (compute capability 9.x, not switched off by
+// TESSERA_OVERLAP_LAUNCHES). Asked once per device and remembered.
 inline bool overlapped_launches_enabled() {
 #if defined(TESSERA_CUDA)
   static const bool allowed = [] {
     const char* v = std::getenv("TESSERA_OVERLAP_LAUNCHES");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    if (v == nullptr) return true;
+    for (const char* off : {"0", "off", "false", "no", "OFF", "FALSE", "NO"}) {
+      if (std::strcmp(v, off) == 0) return false;
+    }
+    return true;
   }();
   if (!allowed) return false;
   constexpr int kMaxDevices = 64;
@@ -70,7 +83,7 @@ inline bool overlapped_launches_enabled() {
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
       return false;
     }
-    known = major >= 9 ? 2 : 1;
+    known = major == 9 ? 2 : 1;
     per_device[device].store(known, std::memory_order_relaxed);
   }
   return known == 2;
@@ -97,7 +110,10 @@ gpuError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t share
     config.stream = stream;
     config.attrs = overlap;
     config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+    const cudaError_t err = cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+    // As a plain launch's error is taken by gpuGetLastError(): not left for the next check.
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    return err;
   }
 #endif
   kernel<<<grid, block, shared_bytes, stream>>>(static_cast<Params>(args)...);

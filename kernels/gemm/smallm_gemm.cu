@@ -150,15 +150,18 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
                        x + static_cast<int64_t>(min(g + 8, m - 1)) * k};
   const bool x_ok[2] = {g < m, two_token_tiles && g + 8 < m};
 
-  // The weights are constant: the warp's first chunks go to L2 while the kernel that wrote x ends.
+  // The weights are constant: the warp's first chunks go to L2 while the kernel that wrote x ends
+  // (one lane of each four asks: their 16-byte pieces share a 64-byte span of the row).
+  if (t == 0) {
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int32_t kk = k_begin + warp * 32 + u * kStep + t * 8;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int32_t kk = k_begin + warp * 32 + u * kStep;
 #pragma unroll
-    for (int r = 0; r < kRowTiles; ++r) {
+      for (int r = 0; r < kRowTiles; ++r) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (kk < k_end && w_ok[r][h]) sm80::prefetch_l2(w_row[r][h] + kk);
+        for (int h = 0; h < 2; ++h) {
+          if (kk < k_end && w_ok[r][h]) sm80::prefetch_l2(w_row[r][h] + kk);
+        }
       }
     }
   }

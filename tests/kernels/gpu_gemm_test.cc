@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "kernels/gemm/gpu_gemm.h"
 #include "kernels/gemm/stream_read.h"
 #include "kernels/gpu_backend.h"
+#include "kernels/launch.h"
 #include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/model/half.h"
 #include "runtime/tuning/tuning_config.h"
@@ -260,9 +262,16 @@ class GpuGemmTest : public ::testing::TestWithParam<DType> {
     o.w_dev = *std::move(w);
     o.out_dev = *std::move(out);
     const auto xb = to_16bit(shape.dtype, o.x), wb = to_16bit(shape.dtype, o.w);
-    EXPECT_EQ(gpuMemcpy(o.x_dev.data(), xb.data(), xb.size() * 2, gpuMemcpyHostToDevice), gpuSuccess);
-    EXPECT_EQ(gpuMemcpy(o.w_dev.data(), wb.data(), wb.size() * 2, gpuMemcpyHostToDevice), gpuSuccess);
+    upload(o.x_dev.data(), xb.data(), xb.size() * 2);
+    upload(o.w_dev.data(), wb.data(), wb.size() * 2);
+    EXPECT_TRUE(backend_->synchronize().ok());  // xb and wb go out of scope
     return o;
+  }
+  // Host -> device on the backend's stream, so that its kernels see it: a plain gpuMemcpy from
+  // pageable memory may return before the data lands, and the backend's stream does not wait for
+  // the legacy default stream.
+  void upload(void* dst, const void* src, size_t bytes) {
+    EXPECT_EQ(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyHostToDevice, backend_->stream()), gpuSuccess);
   }
   void poison(Operands& o) {
     EXPECT_EQ(gpuMemsetAsync(o.out_dev.data(), 0xff,
@@ -351,6 +360,12 @@ TEST_P(GpuSmallMGemmTest, SmallMKernelsMatchCpuReference) {
 // finished writing it would read the NaNs the other buffer was poisoned with, or a stale product.
 // The chain must equal, bit for bit, the same chain with the stream drained after every launch.
 TEST_P(GpuSmallMGemmTest, ChainedLaunchesReadWhatThePreviousOneWrote) {
+  // On a Hopper GPU the chain must actually overlap, or this test guards nothing.
+  gpuDeviceProp prop{};
+  ASSERT_EQ(gpuGetDeviceProperties(&prop, 0), gpuSuccess);
+  if (prop.major == 9 && std::getenv("TESSERA_OVERLAP_LAUNCHES") == nullptr) {
+    EXPECT_TRUE(gpu::overlapped_launches_enabled());
+  }
   const GemmShape shape = make_shape(4, 1024, 1024);  // square: each output feeds the next GEMM
   constexpr int kRounds = 12;
   Operands a = make_operands(shape);
@@ -361,8 +376,7 @@ TEST_P(GpuSmallMGemmTest, ChainedLaunchesReadWhatThePreviousOneWrote) {
     auto solution = gemm_->resolve(shape, name);
     ASSERT_TRUE(solution.ok()) << solution.status();
     auto chain = [&](bool drain_each) {
-      EXPECT_EQ(gpuMemcpy(a.x_dev.data(), start.data(), start.size() * 2, gpuMemcpyHostToDevice),
-                gpuSuccess);
+      upload(a.x_dev.data(), start.data(), start.size() * 2);
       EXPECT_EQ(gpuMemsetAsync(b_buffer->data(), 0xff, start.size() * 2, backend_->stream()),
                 gpuSuccess);
       void* from = a.x_dev.data();
@@ -387,8 +401,10 @@ TEST_P(GpuSmallMGemmTest, ChainedLaunchesReadWhatThePreviousOneWrote) {
 
 // The read-only reference `tessera bench gemm` times beside each GEMM: it must read every 16-byte
 // vector it is given (no more), whatever the size against its CTA shares and blocks. A buffer of
-// zeros with one vector holding the sink value makes exactly one thread's fold equal it.
-TEST_P(GpuGemmTest, StreamReadReadsEveryVectorOnce) {
+// zeros with one vector holding the sink value makes exactly one thread's fold equal it; the
+// marked vector goes to the ends, the middle, and either side of the first and last CTA share
+// boundaries (stream_read.h: two CTAs per SM, equal shares of whole 2048-vector blocks).
+TEST_P(GpuGemmTest, StreamReadReadsEveryVector) {
   const int sms = backend_->multiprocessors();
   auto sink = backend_->allocate(sizeof(uint32_t));
   ASSERT_TRUE(sink.ok());
@@ -400,7 +416,7 @@ TEST_P(GpuGemmTest, StreamReadReadsEveryVectorOnce) {
     ASSERT_TRUE(data.ok());
     char* base = static_cast<char*>(data->data());
     ASSERT_EQ(gpuMemsetAsync(base, 0, vectors * 16, backend_->stream()), gpuSuccess);
-    ASSERT_EQ(gpuMemcpy(base + vectors * 16, marked, 16, gpuMemcpyHostToDevice), gpuSuccess);
+    upload(base + vectors * 16, marked, 16);
     auto read_once = [&]() {
       EXPECT_EQ(gpuMemsetAsync(sink->data(), 0, sizeof(uint32_t), backend_->stream()), gpuSuccess);
       EXPECT_EQ(gpu::stream_read(base, vectors * 16, sms, static_cast<uint32_t*>(sink->data()),
@@ -412,10 +428,20 @@ TEST_P(GpuGemmTest, StreamReadReadsEveryVectorOnce) {
       return got;
     };
     EXPECT_EQ(read_once(), 0u) << vectors << " vectors: read past the end";
-    for (int64_t at : {int64_t{0}, vectors / 2, vectors - 1}) {
-      ASSERT_EQ(gpuMemcpy(base + at * 16, marked, 16, gpuMemcpyHostToDevice), gpuSuccess);
+    constexpr int64_t kBlock = 2048;
+    const int64_t blocks = (vectors + kBlock - 1) / kBlock;
+    const int64_t ctas = std::min<int64_t>(int64_t{sms} * 2, blocks);
+    const int64_t share = (blocks + ctas - 1) / ctas * kBlock;
+    std::set<int64_t> marks = {0, vectors / 2, vectors - 1};
+    for (int64_t boundary : {share, (ctas - 1) * share}) {
+      if (boundary <= 0 || boundary >= vectors) continue;
+      marks.insert(boundary - 1);
+      marks.insert(boundary);
+    }
+    for (int64_t at : marks) {
+      upload(base + at * 16, marked, 16);
       EXPECT_EQ(read_once(), gpu::kStreamReadSinkValue) << "vector " << at << " of " << vectors;
-      ASSERT_EQ(gpuMemcpy(base + at * 16, zero, 16, gpuMemcpyHostToDevice), gpuSuccess);
+      upload(base + at * 16, zero, 16);
     }
   }
   uint32_t* out = static_cast<uint32_t*>(sink->data());

@@ -3,8 +3,8 @@
 // zeros) and exactly representable in the GPU's dtype, so that both backends see the same values;
 // GPU outputs are poisoned (NaN) before each op so that an unwritten element cannot pass. Errors
 // are relative L2 norms, thresholds per dtype. Decode attention also runs many times back to back
-// (launches overlapping where the device allows) against its own first result, bit for bit. Every
-// test skips when no GPU is visible.
+// on alternating inputs (launches overlapping where the device allows) against the same inputs run
+// with the stream drained, bit for bit. Every test skips when no GPU is visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -418,31 +418,47 @@ TEST_P(GpuKernelTest, Attention) {
   }
 }
 
-// Decode attention launched again and again with nothing in between: where launches overlap
-// (kernels/launch.h) each launch's split kernel rewrites the partials the previous launch's combine
-// is reading, and each combine reads what its split kernel has just written -- both safe only
-// through their waits. Every repetition must give the first one's output bit for bit. The
-// plans: 60+ splits of one 8000-key sequence (H100), and the decode batch's 1-to-many.
+// Decode attention launched again and again with nothing in between, on two inputs in turn:
+// where launches overlap (kernels/launch.h) each launch's split kernel rewrites the partials the
+// previous launch's combine is reading, and each combine reads what its split kernel has just
+// written -- both safe only through their waits, and a read of the other input's partials would
+// show. Every launch must give, bit for bit, what the same input gives with the stream drained.
+// The plans: 60+ splits of one 8000-key sequence (H100), and the decode batch's 1-to-many.
 TEST_P(GpuKernelTest, DecodeAttentionBackToBackRepeatsExactly) {
   constexpr int kRepeats = 24;
   for (const AttnCase& c : attention_cases()) {
     if (std::string_view(c.what) != "decode-alone" && std::string_view(c.what) != "decode") continue;
     AttnInputs in = attention_inputs(c, 2.0f);
+    const std::string what = std::string(c.what) + " d" + std::to_string(c.head_dim) + " h" +
+                             std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads);
     const StepBatch& b = in.batch;
-    std::vector<Pair> outs;
-    for (int i = 0; i < kRepeats; ++i) {
-      outs.push_back(make({b.num_tokens(), static_cast<int64_t>(c.num_heads) * c.head_dim}));
-      poison(outs.back());
-    }
+    Pair other_qkv = make({b.num_tokens(), in.shape.qkv_width()});
+    fill(other_qkv, 2.0f);
+    const Tensor inputs[2] = {in.qkv.g, other_qkv.g};
+    auto out_tensor = [&] {
+      Pair out = make({b.num_tokens(), static_cast<int64_t>(c.num_heads) * c.head_dim});
+      poison(out);
+      return out;
+    };
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    for (Pair& out : outs) gpu_->attention(in.qkv.g, KvLayerView{in.k.g, in.v.g}, in.shape, scale, out.g);
+    std::vector<float> drained[2];
+    for (int i = 0; i < 2; ++i) {
+      Pair out = out_tensor();
+      gpu_->attention(inputs[i], KvLayerView{in.k.g, in.v.g}, in.shape, scale, out.g);
+      ASSERT_TRUE(gpu_->synchronize().ok());
+      drained[i] = gpu_values(out);
+      ASSERT_TRUE(std::none_of(drained[i].begin(), drained[i].end(), [](float f) { return std::isnan(f); }))
+          << what;
+    }
+    ASSERT_NE(drained[0], drained[1]) << what << ": the two inputs cannot tell their results apart";
+    std::vector<Pair> outs;
+    for (int i = 0; i < kRepeats; ++i) outs.push_back(out_tensor());
+    for (int i = 0; i < kRepeats; ++i) {
+      gpu_->attention(inputs[i % 2], KvLayerView{in.k.g, in.v.g}, in.shape, scale, outs[i].g);
+    }
     ASSERT_TRUE(gpu_->synchronize().ok());
-    const std::vector<float> first = gpu_values(outs.front());
-    ASSERT_TRUE(std::none_of(first.begin(), first.end(), [](float f) { return std::isnan(f); }))
-        << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
-    for (int i = 1; i < kRepeats; ++i) {
-      EXPECT_EQ(gpu_values(outs[i]), first) << "repetition " << i << " of " << c.what << " d"
-                                            << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
+    for (int i = 0; i < kRepeats; ++i) {
+      EXPECT_EQ(gpu_values(outs[i]), drained[i % 2]) << "launch " << i << " of " << what;
     }
   }
 }
