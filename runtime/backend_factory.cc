@@ -38,7 +38,14 @@ absl::StatusOr<DType> parse_gpu_dtype(std::string_view text) {
 }
 
 std::string_view gpu_dtype_name(DType dtype) {
-  return dtype == DType::kF16 ? "float16" : "bfloat16";
+  switch (dtype) {
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kF16:
+      return "float16";
+    default:
+      return dtype_name(dtype);  // not a GPU compute dtype: named as it is, never as bfloat16
+  }
 }
 
 bool built_with_gpu() {
@@ -59,16 +66,21 @@ int visible_gpus() {
 
 namespace {
 
+absl::Status built_without_gpu_error() {
+  return absl::FailedPreconditionError(
+      "backend: gpu is required but this tessera was built without a GPU backend "
+      "(TESSERA_GPU=off); rebuild with -DTESSERA_GPU=cuda or hip, or set backend: cpu");
+}
+
 absl::StatusOr<std::unique_ptr<Backend>> create_gpu_backend(int device, DType dtype) {
 #if defined(TESSERA_WITH_GPU)
   absl::StatusOr<std::unique_ptr<GpuBackend>> gpu = GpuBackend::create(device, dtype);
   if (!gpu.ok()) return gpu.status();
   return std::unique_ptr<Backend>(std::move(*gpu));
 #else
+  (void)device;
   (void)dtype;
-  return absl::FailedPreconditionError(
-      "backend: gpu is required but this tessera was built without a GPU backend "
-      "(TESSERA_GPU=off); rebuild with -DTESSERA_GPU=cuda or hip, or set backend: cpu");
+  return built_without_gpu_error();
 #endif
 }
 
@@ -93,10 +105,7 @@ absl::StatusOr<bool> runs_on_gpu(const BackendOptions& options) {
   const int gpus = visible_gpus();  // 0 in a build without a GPU backend
   if (gpus == 0) {
     if (options.kind == BackendKind::kGpu) {
-      if (!built_with_gpu()) {
-        // Creates nothing in this build; says why.
-        return create_gpu_backend(options.gpu_device, options.gpu_dtype).status();
-      }
+      if (!built_with_gpu()) return built_without_gpu_error();
       return absl::FailedPreconditionError(
           "backend: gpu is required but no GPU is visible (no driver, no device, or "
           "CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES hides them); set backend: auto or cpu to run "

@@ -39,7 +39,7 @@ std::string_view backend_kind_name(BackendKind kind);
 
 // The GPU compute dtype named as PyTorch does ("bfloat16", "float16") or short ("bf16", "fp16").
 absl::StatusOr<DType> parse_gpu_dtype(std::string_view text);
-// "bfloat16" or "float16".
+// "bfloat16" or "float16" (any other dtype by its own name).
 std::string_view gpu_dtype_name(DType dtype);
 
 // Whether this binary was built with a GPU backend (TESSERA_GPU=cuda or hip).

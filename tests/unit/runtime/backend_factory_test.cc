@@ -31,6 +31,7 @@ TEST(BackendFactory, ParsesGpuDtypesByLongAndShortName) {
   }
   EXPECT_EQ(gpu_dtype_name(DType::kBF16), "bfloat16");
   EXPECT_EQ(gpu_dtype_name(DType::kF16), "float16");
+  EXPECT_EQ(gpu_dtype_name(DType::kF32), dtype_name(DType::kF32));
 }
 
 // The CPU backend computes in fp32 whatever the GPU dtype: the default (bf16) is no request of

@@ -190,11 +190,12 @@ TEST(TuningEnv, NegativeRotatingBufferMeansL2Sized) {
 TEST(TuningEnv, EmptyValueIsUnset) {
   TuningConfig c;
   c.mode = TuningMode::kUse;
+  c.filename = "configured.csv";  // not the default (empty): an empty variable must not clear it
   absl::StatusOr<TuningConfig> r =
       apply({{"TESSERA_TUNABLEOP_ENABLED", ""}, {"TESSERA_TUNABLEOP_FILENAME", ""}}, c);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->mode, TuningMode::kUse);
-  EXPECT_EQ(r->filename, "");
+  EXPECT_EQ(r->filename, "configured.csv");
   // An empty TESSERA_ name falls through to the PYTORCH_ one.
   EXPECT_EQ(mode_of({{"TESSERA_TUNABLEOP_ENABLED", ""}, {"PYTORCH_TUNABLEOP_ENABLED", "1"}}),
             TuningMode::kTune);

@@ -95,6 +95,10 @@ TEST(TuningResults, ConcurrentReadersAndWriter) {
 TEST(TuningResults, AnAnswerOvertakenByAWriterMovesTheVersion) {
   TuningResults r;
   std::vector<std::pair<uint64_t, int>> misses;  // (version read before asking, tokens)
+  // One miss answered before the writer starts, so that the check below always has something
+  // to check, whichever thread runs first.
+  misses.emplace_back(r.version(), 64);
+  ASSERT_FALSE(r.answer(linear(64)).has_value());
   std::thread reader([&] {
     for (int pass = 0; pass < 200; ++pass) {
       for (int t = 1; t <= 64; ++t) {
