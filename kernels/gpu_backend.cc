@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kernels/dequant_gpu.h"
+#include "kernels/element_dispatch.h"
 #include "runtime/model/dtype.h"
 #include "runtime/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -13,22 +14,13 @@ namespace tessera {
 
 namespace {
 
+using gpu::launch_as;
+
 template <typename T>
 T* elements(const Tensor& t) {
   return static_cast<T*>(t.data);
 }
 
-// launch.template operator()<T>() with T the element type of `dtype` (gpu_f16 for kF16, else
-// gpu_bf16): one launcher call site serves both compute dtypes.
-template <typename Launch>
-gpuError_t launch_as(DType dtype, Launch&& launch) {
-  return dtype == DType::kF16 ? launch.template operator()<gpu_f16>()
-                              : launch.template operator()<gpu_bf16>();
-}
-
-// Int32 elements of a step's metadata: token_ids, positions, slot_mapping, seq_of [n];
-// query_start [seqs + 1]; context_len [seqs]; logits_rows; prefill_seqs and decode_seqs [seqs in
-// all]; block_tables.
 // upload_step's int32 arrays: token ids, positions, slots and sequence of each token; query
 // starts (seqs + 1), context lengths, and the prefill and decode sequence lists (seqs together);
 // logit rows; block tables.

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "kernels/element_dispatch.h"
 #include "kernels/gemm/blaslt.h"
 #include "runtime/status_macros.h"
 
@@ -169,15 +170,11 @@ absl::Status Gemm::run(const Solution& solution, const GemmShape& shape, const v
   if (solution.kind == Solution::Kind::kSmallM && alignment_of(x) >= 16 && alignment_of(w) >= 16) {
     const bool out_f32 = shape.out == GemmDType::kF32;
     float* const partials = static_cast<float*>(workspace_);
-    if (shape.dtype == GemmDType::kF16) {
-      GPU_CHECK(smallm_linear(solution.smallm, solution.splits, static_cast<const gpu_f16*>(x),
-                              static_cast<const gpu_f16*>(w), out, out_f32, shape.m, shape.n,
-                              shape.k, partials, stream));
-    } else {
-      GPU_CHECK(smallm_linear(solution.smallm, solution.splits, static_cast<const gpu_bf16*>(x),
-                              static_cast<const gpu_bf16*>(w), out, out_f32, shape.m, shape.n,
-                              shape.k, partials, stream));
-    }
+    GPU_CHECK(launch_as(shape.dtype, [&]<typename T>() {
+      return smallm_linear(solution.smallm, solution.splits, static_cast<const T*>(x),
+                           static_cast<const T*>(w), out, out_f32, shape.m, shape.n, shape.k,
+                           partials, stream);
+    }));
     return absl::OkStatus();
   }
   TESSERA_ASSIGN_OR_RETURN(const Plan* p, plan(shape, x, w, out));

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/element_dispatch.h"
 #include "kernels/gpu_ops.h"
 #include "runtime/model/half.h"
 #include "runtime/status_macros.h"
@@ -22,9 +23,9 @@ size_t dtype_bytes(GemmDType t) { return t == GemmDType::kF32 ? 4 : 2; }
 // `n` seeded uniform values in [lo, hi) of `dtype` (kBF16 or kF16) at `dst`.
 gpuError_t fill_operand(GemmDType dtype, void* dst, int64_t n, uint64_t seed, float lo, float hi,
                         gpuStream_t stream) {
-  return dtype == GemmDType::kF16
-             ? fill_uniform(static_cast<gpu_f16*>(dst), n, seed, lo, hi, stream)
-             : fill_uniform(static_cast<gpu_bf16*>(dst), n, seed, lo, hi, stream);
+  return launch_as(dtype, [&]<typename T>() {
+    return fill_uniform(static_cast<T*>(dst), n, seed, lo, hi, stream);
+  });
 }
 
 }  // namespace

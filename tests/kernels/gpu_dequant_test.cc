@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/dequant_gpu.h"
+#include "kernels/element_dispatch.h"
 #include "kernels/gpu_backend.h"
 #include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/model/dequant.h"
@@ -291,12 +292,10 @@ class GpuDequantTest : public ::testing::TestWithParam<DType> {
   // gpu::dequantize into `dst` (the destination type) with the target's other fields.
   gpuError_t dequantize(DType type, const uint8_t* src, int64_t first_block, int64_t n_blocks,
                         void* dst, int64_t row_elems, int64_t qk_head_dim) {
-    if (dtype_ == DType::kF16) {
-      const gpu::DequantTarget<gpu_f16> t{static_cast<gpu_f16*>(dst), row_elems, qk_head_dim};
+    return gpu::launch_as(dtype_, [&]<typename T>() {
+      const gpu::DequantTarget<T> t{static_cast<T*>(dst), row_elems, qk_head_dim};
       return gpu::dequantize(type, src, first_block, n_blocks, t, gpu_->stream());
-    }
-    const gpu::DequantTarget<gpu_bf16> t{static_cast<gpu_bf16*>(dst), row_elems, qk_head_dim};
-    return gpu::dequantize(type, src, first_block, n_blocks, t, gpu_->stream());
+    });
   }
 
   // A device buffer of `bytes`, every byte 0xff (16-bit elements read kPoison).
