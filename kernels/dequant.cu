@@ -24,7 +24,7 @@ __device__ __forceinline__ uint32_t load_u32(const uint8_t* p) {
   return load_u16(p) | (load_u16(p + 2) << 16);
 }
 
-// IEEE fp16 bits to fp32, as runtime/model/half.h's half_to_float (exact; NaN payloads kept).
+// IEEE fp16 bits to fp32, as base/half.h's half_to_float (exact; NaN payloads kept).
 __device__ __forceinline__ float f16_to_f32(uint32_t h) {
   const uint32_t sign = (h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "kernels/gpu.h"
-#include "runtime/model/dtype.h"
+#include "base/dtype.h"
 
 namespace tessera::gpu {
 

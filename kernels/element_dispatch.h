@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "kernels/gpu.h"
-#include "runtime/model/dtype.h"
+#include "base/dtype.h"
 #include "runtime/tuning/gemm_signature.h"
 
 namespace tessera::gpu {

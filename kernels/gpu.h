@@ -11,7 +11,7 @@
 // compiler; their launchers return gpuError_t, which the host code turns into a Status.
 #if !defined(TESSERA_GPU_KERNELS_ONLY)
 #include "absl/status/status.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #endif
 
 #if defined(TESSERA_GPU_HIP) || defined(__HIP_PLATFORM_AMD__)

@@ -6,8 +6,8 @@
 
 #include "kernels/dequant_gpu.h"
 #include "kernels/element_dispatch.h"
-#include "runtime/model/dtype.h"
-#include "runtime/str_cat.h"
+#include "base/dtype.h"
+#include "base/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "runtime/status_macros.h"
-#include "runtime/str_cat.h"
+#include "base/status_macros.h"
+#include "base/str_cat.h"
 #include "spdlog/spdlog.h"
 
 #if defined(TESSERA_WITH_GPU)

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
-#include "runtime/model/dtype.h"
+#include "base/dtype.h"
 
 namespace tessera {
 

@@ -4,9 +4,9 @@
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/model/dtype.h"
-#include "runtime/status_macros.h"
-#include "runtime/str_cat.h"
+#include "base/dtype.h"
+#include "base/status_macros.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 

@@ -1,6 +1,6 @@
 #include "runtime/layer_segment.h"
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/placement/device_map.h"
 #include "runtime/placement/plan_table.h"
-#include "runtime/status_macros.h"
-#include "runtime/str_cat.h"
+#include "base/status_macros.h"
+#include "base/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {

@@ -5,7 +5,7 @@
 #include <functional>
 #include <limits>
 
-#include "runtime/splitmix64.h"
+#include "base/splitmix64.h"
 
 namespace tessera {
 

@@ -9,7 +9,7 @@
 #include <initializer_list>
 #include <utility>
 
-#include "runtime/model/dtype.h"
+#include "base/dtype.h"
 
 namespace tessera {
 

@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/splitmix64.h"
-#include "runtime/status_macros.h"
+#include "base/splitmix64.h"
+#include "base/status_macros.h"
 #include "runtime/tokenizer/utf8.h"
 #include "server/logging.h"
 #include "server/output_conversion.h"

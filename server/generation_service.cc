@@ -1,7 +1,7 @@
 #include "server/generation_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "server/generate_calls.h"
 #include "server/logging.h"
 #include "server/proto_codec.h"

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "runtime/model/dtype.h"
+#include "base/dtype.h"
 #include "runtime/placement/device_map.h"
 
 namespace tessera::server {

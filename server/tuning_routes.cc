@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "nlohmann/json.hpp"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "server/warmup_proto.h"
 
 namespace tessera::server {

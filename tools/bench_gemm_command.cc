@@ -22,7 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 #include "tools/cli_args.h"
 #include "tools/command_support.h"

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_format.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 #include "tools/cli_args.h"
 #include "tools/command_support.h"

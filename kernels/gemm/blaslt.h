@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "kernels/gemm/gemm_shape.h"
 #include "kernels/gpu.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 #if defined(TESSERA_HIP)
 // hipBLASLt mirrors cuBLASLt name for name (unverified here: no ROCm toolchain on the build host).

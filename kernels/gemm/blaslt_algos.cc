@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "kernels/gemm/blaslt.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 #if defined(TESSERA_HIP)
 #include <hipblaslt/hipblaslt-ext.hpp>

@@ -1,6 +1,6 @@
 #include "kernels/gemm/gemm_shape.h"
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera::gpu {
 

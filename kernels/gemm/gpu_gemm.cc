@@ -4,7 +4,7 @@
 
 #include "kernels/element_dispatch.h"
 #include "kernels/gemm/blaslt.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera::gpu {
 

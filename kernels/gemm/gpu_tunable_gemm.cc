@@ -4,9 +4,9 @@
 
 #include "kernels/element_dispatch.h"
 #include "kernels/gpu_ops.h"
-#include "runtime/model/half.h"
-#include "runtime/status_macros.h"
-#include "runtime/str_cat.h"
+#include "base/half.h"
+#include "base/status_macros.h"
+#include "base/str_cat.h"
 #include "runtime/tuning/results_file.h"
 
 namespace tessera::gpu {

@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "runtime/model/half.h"
-#include "runtime/str_cat.h"
+#include "base/half.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/model/dtype.h"
+#include "base/dtype.h"
 
 namespace tessera {
 

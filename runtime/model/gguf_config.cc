@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/model/dequant.h"
 #include "runtime/model/gguf_file.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/model/mapped_file.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 

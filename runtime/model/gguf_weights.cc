@@ -3,7 +3,7 @@
 #include "absl/status/status.h"
 #include "runtime/model/dequant.h"
 #include "runtime/model/gguf_config.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "runtime/model/tensor_checks.h"
 #include "runtime/model/weight_names.h"
 

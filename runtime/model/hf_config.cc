@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "runtime/model/mapped_file.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

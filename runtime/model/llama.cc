@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/graph_step.h"
 #include "runtime/model/rope.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_join.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/model/gguf_weights.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/model/dtype.h"
+#include "base/dtype.h"
 
 namespace tessera {
 

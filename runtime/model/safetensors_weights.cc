@@ -10,7 +10,7 @@
 #include "runtime/model/dequant.h"
 #include "runtime/model/hf_config.h"
 #include "runtime/model/mapped_file.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "runtime/model/tensor_checks.h"
 
 namespace tessera {

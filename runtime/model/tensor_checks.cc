@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_join.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cstdint>
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

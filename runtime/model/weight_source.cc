@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "runtime/model/gguf_weights.h"
 #include "runtime/model/safetensors_weights.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

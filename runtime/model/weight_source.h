@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/model/dtype.h"
+#include "base/dtype.h"
 #include "runtime/model/model_config.h"
 
 namespace tessera {

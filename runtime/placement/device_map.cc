@@ -7,8 +7,8 @@
 
 #include "absl/status/status.h"
 #include "runtime/placement/memory_size.h"
-#include "runtime/status_macros.h"
-#include "runtime/str_cat.h"
+#include "base/status_macros.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

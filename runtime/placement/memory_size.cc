@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

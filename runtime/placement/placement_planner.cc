@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "runtime/placement/layer_partition.h"
 #include "runtime/placement/memory_size.h"
-#include "runtime/status_macros.h"
-#include "runtime/str_cat.h"
+#include "base/status_macros.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <bit>
 
-#include "runtime/splitmix64.h"
+#include "base/splitmix64.h"
 
 namespace tessera {
 namespace {

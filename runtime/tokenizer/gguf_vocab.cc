@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/model/gguf_file.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "runtime/tokenizer/vocab.h"
 
 namespace tessera {

@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/tokenizer/pre_tokenizer.h"
 #include "runtime/tokenizer/vocab.h"
 

@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera::jinja {
 

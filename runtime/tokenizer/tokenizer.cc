@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/tokenizer/bpe.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/pre_tokenizer.h"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "runtime/tuning/text_fields.h"
 
 namespace tessera {

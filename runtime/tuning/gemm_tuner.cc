@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {

@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "fmt/format.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "runtime/tuning/atomic_file.h"
 #include "runtime/tuning/text_fields.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "runtime/tuning/text_fields.h"
 
 namespace tessera {

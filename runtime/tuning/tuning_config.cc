@@ -6,7 +6,7 @@
 #include <limits>
 #include <optional>
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "runtime/tuning/text_fields.h"
 
 namespace tessera {

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {

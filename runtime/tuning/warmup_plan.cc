@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

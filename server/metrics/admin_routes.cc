@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "server/metrics/text_serializer.h"
 
 namespace tessera::server {

@@ -27,9 +27,9 @@
 #include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/model/dequant.h"
 #include "runtime/model/gguf_weights.h"
-#include "runtime/model/half.h"
+#include "base/half.h"
 #include "runtime/model/weight_source.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

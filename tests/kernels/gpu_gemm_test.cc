@@ -30,7 +30,7 @@
 #include "kernels/gpu_backend.h"
 #include "kernels/launch.h"
 #include "tests/kernels/suite_gpu_backend.h"
-#include "runtime/model/half.h"
+#include "base/half.h"
 #include "runtime/tuning/tuning_config.h"
 
 namespace tessera {

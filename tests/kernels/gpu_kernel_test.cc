@@ -26,9 +26,9 @@
 #include "kernels/gpu_backend.h"
 #include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/kv_cache.h"
-#include "runtime/model/half.h"
+#include "base/half.h"
 #include "runtime/model/llama.h"
-#include "runtime/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/model/dtype.h"
+#include "base/dtype.h"
 
 namespace tessera::dequant_reference {
 

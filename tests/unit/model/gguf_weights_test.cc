@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/model/dequant.h"
-#include "runtime/model/half.h"
+#include "base/half.h"
 #include "tests/unit/model/gguf_builder.h"
 
 namespace tessera {

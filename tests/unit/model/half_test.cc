@@ -1,4 +1,4 @@
-#include "runtime/model/half.h"
+#include "base/half.h"
 
 #include <bit>
 #include <cmath>

@@ -4,7 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/model/half.h"
+#include "base/half.h"
 #include "runtime/model/safetensors_file.h"
 #include "runtime/model/safetensors_weights.h"
 #include "tests/unit/model/gguf_builder.h"

@@ -14,7 +14,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model/forward_model.h"
-#include "runtime/splitmix64.h"
+#include "base/splitmix64.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/tokenizer.h"
 

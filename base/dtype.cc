@@ -1,4 +1,4 @@
-#include "runtime/model/dtype.h"
+#include "base/dtype.h"
 
 #include <array>
 
