@@ -19,7 +19,7 @@ bool dequantizes_on_device(DType type);
 
 // Where a tensor's converted elements go: a dense row-major [rows, row_elems] matrix of T at
 // `dst`. Stored row s lands in row s, or, when qk_head_dim > 0, in row
-// qk_unpermuted_row(s, qk_head_dim) (runtime/model/gguf_weights.h: GGUF's llama q/k rotary
+// qk_unpermuted_row(s, qk_head_dim) (runtime/model_io/gguf_weights.h: GGUF's llama q/k rotary
 // interleave undone).
 template <typename T>
 struct DequantTarget {

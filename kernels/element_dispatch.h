@@ -6,7 +6,7 @@
 
 #include "kernels/gpu.h"
 #include "base/dtype.h"
-#include "runtime/tuning/gemm_signature.h"
+#include "runtime/backend.h"
 
 namespace tessera::gpu {
 

@@ -10,7 +10,7 @@
 
 namespace tessera::gpu {
 
-// The step's metadata on the device (see runtime/step_batch.h); seq_of maps token -> sequence.
+// The step's metadata on the device (see runtime/backend/step_batch.h); seq_of maps token -> sequence.
 struct DeviceStep {
   const int32_t* token_ids = nullptr;
   const int32_t* positions = nullptr;
@@ -101,7 +101,7 @@ gpuError_t attention_decode(const T* qkv, const T* k_cache, const T* v_cache, in
                             float* part_acc, float* part_ml, T* out, gpuStream_t stream);
 
 // sampling.cu: tokens[r] = the token of logits row r ([n_rows, vocab] fp32) under rows[r], by
-// the math of runtime/sampling_math.h; one CTA per row. `rows` is host memory: the launcher
+// the math of runtime/backend/sampling_math.h; one CTA per row. `rows` is host memory: the launcher
 // passes it by value, kSampleRowsPerLaunch rows per launch.
 struct SampleRow {
   float temperature;

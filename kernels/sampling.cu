@@ -1,4 +1,4 @@
-// Device sampling: one CTA of 1024 threads per logit row, the math of runtime/sampling_math.h,
+// Device sampling: one CTA of 1024 threads per logit row, the math of runtime/backend/sampling_math.h,
 // no memory beyond the logits, the tokens and static shared memory. The passes over the fp32 row
 // (the first from HBM, the rest from L2; float4 loads where the row is 16-byte aligned):
 //   1. max, argmax and min (greedy stops here);
@@ -27,7 +27,7 @@
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/gpu_ops.h"
 #include "kernels/launch.h"
-#include "runtime/sampling_math.h"
+#include "runtime/backend.h"
 
 namespace tessera::gpu {
 

@@ -17,11 +17,11 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/model/weight_source.h"
-#include "runtime/sampling_math.h"
-#include "runtime/step_batch.h"
-#include "runtime/tensor.h"
-#include "runtime/tuning/tunable_gemm.h"
+#include "runtime/model_io/weight_source.h"
+#include "runtime/backend/sampling_math.h"
+#include "runtime/backend/step_batch.h"
+#include "runtime/backend/tensor.h"
+#include "runtime/backend/tunable_gemm.h"
 
 namespace tessera {
 
@@ -97,7 +97,7 @@ class Backend {
   // out[i] = x[logits_rows[i]]                            x [n, hidden], out [n_logits, hidden]
   virtual void gather_logit_rows(const Tensor& x, const Tensor& out) = 0;
   // tokens[r] = the token row r of `logits` gives under rows[r], by the shared sampling math
-  // (runtime/sampling_math.h).      logits fp32 [n_rows, vocab], tokens int32 [n_rows]
+  // (runtime/backend/sampling_math.h).      logits fp32 [n_rows, vocab], tokens int32 [n_rows]
   virtual void sample(const Tensor& logits, std::span<const SamplingRow> rows,
                       const Tensor& tokens) = 0;
   // Waits for the step's work (a no-op on CPU).

@@ -8,25 +8,22 @@
 
 namespace tessera {
 
-namespace {
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-}  // namespace
-
 Engine::Engine(ForwardModel& model, KvCache& cache, const Tokenizer& tokenizer, EngineConfig config)
     : model_(model),
       cache_(cache),
       tokenizer_(tokenizer),
+      executor_(model),
+      output_(tokenizer),
       config_(config),
       capacity_(cache.allocator(), cache.block_size(),
                 std::min(config.max_num_seqs, model.limits().max_logit_rows)),
-      step_scheduler_(model.limits().max_batch_tokens, cache.block_size()),
-      logits_(static_cast<size_t>(model.limits().max_logit_rows) * model.vocab_size()),
-      sampled_(static_cast<size_t>(model.limits().max_logit_rows)) {
+      step_scheduler_(model.limits().max_batch_tokens, cache.block_size()) {
   stats_.kv_blocks_total = cache.allocator().num_blocks();
+}
+
+void Engine::set_observer(EngineObserver* observer) {
+  observer_ = observer;
+  output_.set_observer(observer);
 }
 
 Engine::~Engine() { shutdown(absl::CancelledError("engine shut down")); }
@@ -117,28 +114,14 @@ void Engine::take_new_requests() {
     incoming.swap(inbox_);
   }
   for (RequestHandle& handle : incoming) {
-    sequences_.push_back(std::make_unique<Sequence>(std::move(handle), tokenizer_, next_order_++));
+    sequences_.push_back(std::make_unique<Sequence>(handle, tokenizer_, next_order_++));
     waiting_.push_back(sequences_.back().get());
   }
 }
 
 void Engine::finish(Sequence* seq, FinishReason reason, absl::Status status, RequestOutput out) {
-  const Clock::time_point now = Clock::now();
-  if (status.ok()) out.text += seq->stop_strings.flush();
-  out.finished = true;
-  out.finish_reason = reason;
-  out.status = std::move(status);
-  out.prompt_tokens = seq->prompt_len;
-  out.completion_tokens = seq->generated();
-  const Clock::time_point arrival = seq->request->arrival;
-  out.queue_seconds = seq->first_scheduled ? seconds_between(arrival, *seq->first_scheduled) : 0;
-  out.ttft_seconds = seq->first_token ? seconds_between(arrival, *seq->first_token) : 0;
-  out.total_seconds = seconds_between(arrival, now);
-  observer_->on_finish(FinishReport{reason, out.status.code(), out.prompt_tokens,
-                                    out.completion_tokens, out.queue_seconds, out.ttft_seconds,
-                                    out.total_seconds});
-  seq->stream->push(std::move(out));
-
+  output_.finish(seq->output, seq->generated(), reason, std::move(status), std::move(out),
+                 Clock::now());
   seq->blocks.release(cache_.allocator());
   if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) {
     running_.erase(it);
@@ -175,44 +158,29 @@ void Engine::fail_all(const absl::Status& status) {
   }
 }
 
-bool Engine::accept_token(Sequence* seq, const SampleResult& sample, RequestOutput& out,
-                          FinishReason& reason) {
-  const int32_t token = sample.token;
-  seq->tokens.push_back(token);
-  out.token_ids.push_back(token);
-  if (seq->request->sampling.logprobs) out.logprobs.push_back(sample);
-  const StopParams& stop = seq->request->stop;
-  const bool may_stop = seq->generated() > stop.min_tokens;
-  if (may_stop && !stop.ignore_eos && tokenizer_.is_stop(token)) {
-    reason = FinishReason::kEos;
+bool Engine::step() {
+  const std::vector<ScheduledChunk> chunks = schedule();
+  if (chunks.empty()) {
+    publish_stats();
+    return false;
+  }
+  const Clock::time_point start = Clock::now();
+  const absl::StatusOr<std::span<const SampleResult>> samples = execute(chunks);
+  if (!samples.ok()) {
+    spdlog::error("step failed: {}", samples.status().ToString());
+    // The batch's sequences are in an unknown state: fail them, keep serving the rest.
+    const absl::Status failed =
+        absl::InternalError(absl::StrCat("model step failed: ", samples.status().message()));
+    for (const ScheduledChunk& c : chunks) finish(c.seq, FinishReason::kError, failed);
+    publish_stats();
     return true;
   }
-  if (may_stop && std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) !=
-                      stop.stop_token_ids.end()) {
-    reason = FinishReason::kStop;
-    return true;
-  }
-  std::string piece = seq->detokenizer.push(token);
-  if (!may_stop) {
-    // Stop strings do not apply before min_tokens: the text passes through whole.
-    out.text += piece;
-  } else {
-    StopStringMatcher::Result text = seq->stop_strings.push(piece);
-    out.text += text.text;
-    if (text.stopped) {
-      reason = FinishReason::kStop;
-      return true;
-    }
-  }
-  if (seq->generated() >= stop.max_tokens) {
-    out.text += seq->stop_strings.push(seq->detokenizer.flush()).text;
-    reason = FinishReason::kLength;
-    return true;
-  }
-  return false;
+  update(chunks, *samples, start);
+  publish_stats();
+  return true;
 }
 
-bool Engine::step() {
+std::vector<ScheduledChunk> Engine::schedule() {
   take_new_requests();
   reap_cancelled();
   const CapacityDecision decision = capacity_.schedule(waiting_, running_);
@@ -222,29 +190,23 @@ bool Engine::step() {
     observer_->on_preemption();
     spdlog::debug("request {}: preempted (recompute), {} tokens", seq->request->id, seq->tokens.size());
   }
-  const std::vector<ScheduledChunk> chunks = step_scheduler_.schedule(running_, batch_);
-  if (chunks.empty()) {
-    publish_stats();
-    return false;
-  }
+  return step_scheduler_.schedule(running_, batch_);
+}
 
-  const Clock::time_point start = Clock::now();
-  const size_t n_logits = batch_.logits_rows.size();
-  const std::span<float> logits(logits_.data(), n_logits * model_.vocab_size());
-  const std::span<int32_t> sampled(sampled_.data(), n_logits);
-  const bool on_device = sample_on_device(chunks);
-  const absl::Status forwarded = on_device
-                                     ? model_.forward_sampled(batch_, cache_, sample_rows_, sampled)
-                                     : model_.forward(batch_, cache_, logits);
-  if (absl::Status s = forwarded; !s.ok()) {
-    spdlog::error("step failed: {}", s.ToString());
-    // The batch's sequences are in an unknown state: fail them, keep serving the rest.
-    const absl::Status failed = absl::InternalError(absl::StrCat("model step failed: ", s.message()));
-    for (const ScheduledChunk& c : chunks) finish(c.seq, FinishReason::kError, failed);
-    publish_stats();
-    return true;
+absl::StatusOr<std::span<const SampleResult>> Engine::execute(
+    const std::vector<ScheduledChunk>& chunks) {
+  row_samplers_.clear();
+  for (const ScheduledChunk& c : chunks) {
+    // Either path draws the sequence's generated()-th token from the same (seed, counter).
+    if (c.samples) {
+      row_samplers_.push_back(RowSampler{&c.seq->sampler, static_cast<uint64_t>(c.seq->generated())});
+    }
   }
+  return executor_.run(batch_, cache_, row_samplers_);
+}
 
+void Engine::update(const std::vector<ScheduledChunk>& chunks,
+                    std::span<const SampleResult> samples, Clock::time_point start) {
   size_t row = 0;
   const Clock::time_point now = Clock::now();
   StepReport report;
@@ -252,22 +214,14 @@ bool Engine::step() {
   report.num_tokens = batch_.num_tokens();
   for (const ScheduledChunk& c : chunks) {
     Sequence* seq = c.seq;
-    (c.seq->prefilling() ? report.prefill_tokens : report.decode_tokens) += c.num_tokens;
-    if (!seq->first_scheduled) {
-      seq->first_scheduled = start;
+    (seq->prefilling() ? report.prefill_tokens : report.decode_tokens) += c.num_tokens;
+    if (!seq->output.first_scheduled) {
+      seq->output.first_scheduled = start;
       stats_.prompt_tokens_total += seq->prompt_len;
     }
     seq->num_computed += c.num_tokens;
     if (!c.samples) continue;
-    // Either path draws the sequence's generated()-th token from the same (seed, counter).
-    SampleResult sample;
-    if (on_device) {
-      sample.token = sampled[row++];
-    } else {
-      std::span<float> row_logits = logits.subspan(row++ * model_.vocab_size(), model_.vocab_size());
-      sample = seq->sampler.sample(row_logits, static_cast<uint64_t>(seq->generated()),
-                                   sampling_scratch_);
-    }
+    const SampleResult& sample = samples[row++];
     // Either sampler answers -1 for non-finite logits; nothing outside the vocabulary may become
     // the next step's input.
     if (sample.token < 0 || sample.token >= model_.vocab_size()) {
@@ -276,41 +230,19 @@ bool Engine::step() {
                                               ", outside the vocabulary (non-finite logits?)")));
       continue;
     }
-    if (!seq->first_token) {
-      seq->first_token = now;
-      observer_->on_first_token(seconds_between(seq->request->arrival, now));
-    } else {
-      observer_->on_inter_token(seconds_between(seq->last_token, now));
-    }
-    seq->last_token = now;
+    seq->tokens.push_back(sample.token);
     ++stats_.generation_tokens_total;
     RequestOutput out;
-    FinishReason reason = FinishReason::kNone;
-    if (accept_token(seq, sample, out, reason)) {
+    const FinishReason reason = output_.accept(seq->output, seq->generated(), sample, now, out);
+    if (reason != FinishReason::kNone) {
       finish(seq, reason, absl::OkStatus(), std::move(out));
     } else {
-      seq->stream->push(std::move(out));
+      output_.emit(seq->output, std::move(out));
     }
   }
   ++stats_.steps_total;
-  report.seconds = seconds_between(start, Clock::now());
+  report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   observer_->on_step(report);
-  publish_stats();
-  return true;
-}
-
-bool Engine::sample_on_device(const std::vector<ScheduledChunk>& chunks) {
-  if (!model_.can_sample_on_device()) return false;
-  sample_rows_.clear();
-  for (const ScheduledChunk& c : chunks) {
-    if (!c.samples) continue;
-    const std::optional<SamplingRow> row =
-        c.seq->sampler.plain_row(static_cast<uint64_t>(c.seq->generated()));
-    // One row that needs penalties or logprobs sends the whole step's logits to the host.
-    if (!row) return false;
-    sample_rows_.push_back(*row);
-  }
-  return true;
 }
 
 void Engine::publish_stats() {

@@ -1,7 +1,10 @@
 // The engine: one thread per model that owns every Sequence, the schedulers, the KV cache and
-// the model's device work. Each step: take new requests, drop cancelled ones, let the capacity
-// scheduler admit/preempt, let the step scheduler build one flattened batch, run the model,
-// sample, and emit to each request's stream.
+// the model's device work. Each step reads schedule -> execute -> update:
+//   schedule  take new requests, drop cancelled ones, let the capacity scheduler admit/preempt
+//             and the step scheduler build one flattened batch;
+//   execute   run the batch through the model and sample (runtime/runner/step_executor.h);
+//   update    advance each sequence and hand its token to output processing
+//             (runtime/output/output_processor.h), which emits to the request's stream.
 #pragma once
 
 #include <atomic>
@@ -14,13 +17,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/engine_observer.h"
-#include "runtime/kv_cache.h"
-#include "runtime/model/forward_model.h"
-#include "runtime/request.h"
+#include "runtime/kv_cache/kv_cache.h"
+#include "runtime/output/engine_observer.h"
+#include "runtime/output/output_processor.h"
+#include "runtime/request/request.h"
+#include "runtime/runner/forward_model.h"
+#include "runtime/runner/step_executor.h"
 #include "runtime/scheduler/capacity_scheduler.h"
 #include "runtime/scheduler/step_scheduler.h"
-#include "runtime/sequence.h"
+#include "runtime/scheduler/sequence.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace tessera {
@@ -71,26 +76,31 @@ class Engine {
   const EngineStats& stats() const { return stats_; }
   // Reports steps, token latencies and finished requests to `observer` (not owned; set before
   // start()).
-  void set_observer(EngineObserver* observer) { observer_ = observer; }
+  void set_observer(EngineObserver* observer);
   const EngineConfig& config() const { return config_; }
 
  private:
   void run_loop();
+  // schedule: new requests in, cancelled ones out, admission and preemption, then the step's
+  // batch (batch_) and its chunks; empty when there is nothing to run.
+  std::vector<ScheduledChunk> schedule();
+  // execute: the batch through the model, and each sampled row's token.
+  absl::StatusOr<std::span<const SampleResult>> execute(const std::vector<ScheduledChunk>& chunks);
+  // update: each chunk's sequence advanced and its token, if it sampled one, processed.
+  void update(const std::vector<ScheduledChunk>& chunks, std::span<const SampleResult> samples,
+              Clock::time_point start);
   void take_new_requests();
   void reap_cancelled();
+  // Sends the request its last message and frees the sequence.
   void finish(Sequence* seq, FinishReason reason, absl::Status status, RequestOutput out = {});
-  // Appends a sampled token, detokenizes, checks stops; true when the sequence is finished.
-  bool accept_token(Sequence* seq, const SampleResult& sample, RequestOutput& out,
-                    FinishReason& reason);
-  // Whether this step's logit rows are sampled by the model on its device: when it can and every
-  // sampled row is plain (see Sampler::plain_row); fills sample_rows_ then.
-  bool sample_on_device(const std::vector<ScheduledChunk>& chunks);
   void fail_all(const absl::Status& status);
   void publish_stats();
 
   ForwardModel& model_;
   KvCache& cache_;
   const Tokenizer& tokenizer_;
+  StepExecutor executor_;
+  OutputProcessor output_;
   EngineConfig config_;
   CapacityScheduler capacity_;
   StepScheduler step_scheduler_;
@@ -114,10 +124,7 @@ class Engine {
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;
   StepBatch batch_;
-  std::vector<float> logits_;  // [max_logit_rows, vocab]
-  std::vector<SamplingRow> sample_rows_;  // [logit rows] when the model samples on its device
-  std::vector<int32_t> sampled_;          // [max_logit_rows] the tokens it sampled
-  SamplingScratch sampling_scratch_;      // the host sampler's vocab-sized buffers, for every sequence
+  std::vector<RowSampler> row_samplers_;  // [logit rows] who samples each row of the step
 };
 
 }  // namespace tessera

@@ -55,10 +55,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   PlacementOptions placement;
   TESSERA_ASSIGN_OR_RETURN(placement.device_map, parse_device_map(options.device_map));
   TESSERA_ASSIGN_OR_RETURN(placement.max_memory, parse_max_memory(options.max_memory));
-  placement.activation_bytes =
-      LlamaModel::activation_bytes(config, options.limits, execution, dtype);
-  placement.head_activation_bytes =
-      LlamaModel::head_activation_bytes(config, options.limits, execution, dtype);
+  const ActivationBytes activations =
+      StepRunner::activation_bytes(LlamaModel::activation_cost(config, dtype), config.hidden_size,
+                                   config.vocab_size, options.limits, execution, dtype);
+  placement.activation_bytes = activations.stage;
+  placement.head_activation_bytes = activations.head;
   placement.kv_reserve_bytes = options.kv_reserve_bytes;
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
@@ -76,8 +77,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
     tuning_devices.push_back(TuningDevice{d.device, b});
     inst->backends_.push_back(std::move(backends[i].backend));
   }
-  TESSERA_ASSIGN_OR_RETURN(inst->model_, LlamaModel::load(inst->files_.weights(), segments,
-                                                          options.limits, execution));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> family,
+                           LlamaModel::load(inst->files_.weights(), segments));
+  inst->family_ = family.get();
+  TESSERA_ASSIGN_OR_RETURN(inst->runner_, StepRunner::create(std::move(family), segments,
+                                                             options.limits, execution));
 
   // GEMM tuning: each device that holds layers gets a tuning context (its results file read now).
   TESSERA_ASSIGN_OR_RETURN(
@@ -87,7 +91,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
                           std::move(tuning_devices)));
 
   // The KV cache: the same blocks on every device, as many as the tightest device holds.
-  const KvCacheShape one_block = inst->model_->kv_cache_shape(1, options.block_size);
+  const KvCacheShape one_block = inst->family_->kv_cache_shape(1, options.block_size);
   const size_t layer_block_bytes = one_block.bytes_per_layer_block(dtype);
   const size_t block_bytes = one_block.bytes_per_block(dtype);
   double fraction = options.kv_cache_fraction;
@@ -130,7 +134,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   }
   TESSERA_ASSIGN_OR_RETURN(
       inst->cache_,
-      KvCache::create(segments, inst->model_->kv_cache_shape(static_cast<int32_t>(num_blocks),
+      KvCache::create(segments, inst->family_->kv_cache_shape(static_cast<int32_t>(num_blocks),
                                                              options.block_size)));
   // The plan's KV columns estimated from the reserve; now they are what was allocated.
   for (DevicePlacement& d : inst->plan_.devices) {
@@ -140,7 +144,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   }
   inst->plan_.kv_capacity_tokens = num_blocks * options.block_size;
   spdlog::info("model {}: {} layers, {:.1f} MiB weights on {} device(s)\n{}", path,
-               config.num_layers, inst->model_->weight_bytes() / 1048576.0, segments.size(),
+               config.num_layers, inst->weight_bytes() / 1048576.0, segments.size(),
                format_plan_table(inst->plan_));
   spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({:.1f} MiB{})", num_blocks,
                options.block_size, num_blocks * options.block_size,
@@ -149,11 +153,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
                    ? std::string(", kv_cache_bytes")
                    : str_cat(" of ", free_after_load / 1048576, " MiB free after loading, kv_cache_fraction ",
                              fraction));
-  if (const int64_t graphs = inst->model_->largest_graph_bucket(); graphs > 0) {
+  if (const int64_t graphs = inst->runner_->largest_graph_bucket(); graphs > 0) {
     spdlog::info("decode graphs: decode steps of up to {} sequences padded to their bucket and "
                  "replayed as graphs recorded per bucket and context class", graphs);
   }
-  inst->engine_ = std::make_unique<Engine>(*inst->model_, *inst->cache_, inst->files_.tokenizer(),
+  inst->engine_ = std::make_unique<Engine>(*inst->runner_, *inst->cache_, inst->files_.tokenizer(),
                                            engine_config);
   return inst;
 }

@@ -12,9 +12,10 @@
 #include "runtime/backend.h"
 #include "runtime/backend_factory.h"
 #include "runtime/engine.h"
-#include "runtime/kv_cache.h"
+#include "runtime/kv_cache/kv_cache.h"
 #include "runtime/model/llama.h"
-#include "runtime/model/model_loader.h"
+#include "runtime/model_files.h"
+#include "runtime/runner/step_runner.h"
 #include "runtime/placement/placement_planner.h"
 #include "runtime/tuning/model_tuning.h"
 #include "runtime/tuning/tuning_config.h"
@@ -59,7 +60,9 @@ class ModelInstance {
   const std::vector<std::unique_ptr<Backend>>& backends() const { return backends_; }
   // Where the layers went, per device: bytes, KV capacity (the plan table's source).
   const PlacementPlan& plan() const { return plan_; }
-  LlamaModel& model() { return *model_; }
+  // The model's steps: its family's forward over the stages above.
+  StepRunner& runner() { return *runner_; }
+  size_t weight_bytes() const { return family_->weight_bytes(); }
   KvCache& cache() { return *cache_; }
   Engine& engine() { return *engine_; }
   ModelTuning& tuning() { return *tuning_; }
@@ -73,7 +76,8 @@ class ModelInstance {
   std::vector<std::unique_ptr<Backend>> backends_;
   PlacementPlan plan_;
   std::unique_ptr<ModelTuning> tuning_;  // after backends_: detaches from them before they go
-  std::unique_ptr<LlamaModel> model_;
+  LlamaModel* family_ = nullptr;  // owned by runner_
+  std::unique_ptr<StepRunner> runner_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Engine> engine_;  // declared last: destroyed first
 };

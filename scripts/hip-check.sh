@@ -17,7 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 status=0
 for src in "$root"/kernels/*.cu "$root"/kernels/gemm/*.cu; do
   name=$(basename "$src" .cu)
-  if hipcc -std=c++17 -O2 -I"$root" -DTESSERA_GPU_HIP=1 --offload-arch=gfx90a --offload-arch=gfx940 \
+  if hipcc -std=c++20 -O2 -I"$root" -DTESSERA_GPU_HIP=1 --offload-arch=gfx90a --offload-arch=gfx940 \
       -Werror=return-type -c "$src" -o "$tmp/$name.o" > "$tmp/$name.log" 2>&1; then
     echo "hip-check: $name.cu ok (gfx90a, gfx940)"
   else

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "runtime/request.h"
+#include "runtime/request/request.h"
 #include "server/serving_state.h"
 #include "tessera/v1/tessera.pb.h"
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "runtime/request.h"
+#include "runtime/request/request.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tessera/v1/tessera.pb.h"
 

@@ -12,8 +12,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/request.h"
-#include "runtime/sampler.h"
+#include "runtime/request/request.h"
+#include "runtime/request/sampler.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "tessera/v1/tessera.pb.h"
 

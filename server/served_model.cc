@@ -93,12 +93,12 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::load(const DaemonConfi
   info.set_max_model_len(ec.max_model_len);
   info.set_backend(inst.backend().name());
   info.set_dtype(std::string(dtype_name(inst.backend().compute_dtype())));
-  info.set_weight_bytes(static_cast<int64_t>(inst.model().weight_bytes()));
+  info.set_weight_bytes(static_cast<int64_t>(inst.weight_bytes()));
   info.set_kv_cache_blocks(inst.cache().allocator().num_blocks());
   info.set_kv_block_size(inst.cache().block_size());
   info.set_has_chat_template(m->limits_.has_chat_template);
   info.set_max_num_seqs(ec.max_num_seqs);
-  info.set_max_batch_tokens(inst.model().limits().max_batch_tokens);
+  info.set_max_batch_tokens(inst.runner().limits().max_batch_tokens);
   info.set_device_map(std::string(device_map_strategy_name(inst.plan().strategy)));
   for (const DevicePlacement& d : inst.plan().devices) {
     tessera::v1::DevicePlacement* p = info.add_placement();

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "kernels/cpu/cpu_gemm_algos.h"
-#include "runtime/tuning/tunable_gemm.h"
+#include "runtime/backend.h"
 
 namespace tessera {
 

@@ -5,7 +5,6 @@
 #include <cstdint>
 
 #include "runtime/backend.h"
-#include "runtime/step_batch.h"
 
 namespace tessera::cpu {
 

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_gemm_algos.h"
-#include "runtime/tuning/results_file.h"
+#include "runtime/backend.h"
 
 namespace tessera {
 

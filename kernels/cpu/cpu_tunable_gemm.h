@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/tuning/tunable_gemm.h"
+#include "runtime/backend.h"
 
 namespace tessera {
 

@@ -1,14 +1,14 @@
 // One GEMM of a linear layer as the GPU backend runs it, row-major:
 //   out[m, n] = x[m, k] @ w[n, k]^T      m = tokens, n = out features, k = in features
 // and its tuning signature, which reads the same call column-major (BLAS, PyTorch TunableOp):
-// transa = T, transb = N, M = n, N = m, K = k (runtime/tuning/gemm_signature.h).
+// transa = T, transb = N, M = n, N = m, K = k (runtime/backend/gemm_signature.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "runtime/tuning/gemm_signature.h"
+#include "runtime/backend.h"
 
 namespace tessera::gpu {
 

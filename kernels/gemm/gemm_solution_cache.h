@@ -10,7 +10,7 @@
 #include <string>
 
 #include "kernels/gemm/gpu_gemm.h"
-#include "runtime/tuning/tunable_gemm.h"
+#include "runtime/backend.h"
 
 namespace tessera::gpu {
 

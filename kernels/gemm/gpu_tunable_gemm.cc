@@ -7,7 +7,7 @@
 #include "base/half.h"
 #include "base/status_macros.h"
 #include "base/str_cat.h"
-#include "runtime/tuning/results_file.h"
+#include "runtime/backend.h"
 
 namespace tessera::gpu {
 

@@ -1,4 +1,4 @@
-// The GPU's side of GEMM tuning (runtime/tuning/tunable_gemm.h), over gpu::Gemm: the candidates of
+// The GPU's side of GEMM tuning (runtime/backend/tunable_gemm.h), over gpu::Gemm: the candidates of
 // a signature (Default, the library's, tessera's own small-M kernels), operand sets on the device
 // filled with seeded random values (A = w, B = x, C = out), the output copied back as fp32, and
 // timing with device events over the rotating operand sets. Warmup calls it from threads of its own
@@ -18,7 +18,7 @@
 
 #include "kernels/gemm/gpu_gemm.h"
 #include "kernels/gpu.h"
-#include "runtime/tuning/tunable_gemm.h"
+#include "runtime/backend.h"
 
 namespace tessera::gpu {
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "runtime/model/model_config.h"
+#include "runtime/model_io/model_config.h"
 
 namespace tessera {
 

@@ -8,8 +8,8 @@
 #include <deque>
 #include <vector>
 
-#include "runtime/kv_cache.h"
-#include "runtime/sequence.h"
+#include "runtime/kv_cache/kv_cache.h"
+#include "runtime/scheduler/sequence.h"
 
 namespace tessera {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/sequence.h"
-#include "runtime/step_batch.h"
+#include "runtime/scheduler/sequence.h"
+#include "runtime/backend/step_batch.h"
 
 namespace tessera {
 

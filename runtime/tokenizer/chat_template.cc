@@ -2,9 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/tokenizer/jinja_interpreter.h"
-#include "runtime/tokenizer/jinja_parser.h"
-#include "runtime/tokenizer/jinja_value.h"
+#include "runtime/jinja/interpreter.h"
+#include "runtime/jinja/parser.h"
+#include "runtime/jinja/value.h"
 
 namespace tessera {
 

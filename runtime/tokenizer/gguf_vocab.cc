@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "runtime/model/gguf_file.h"
+#include "runtime/model_io/gguf_file.h"
 #include "base/str_cat.h"
 #include "runtime/tokenizer/vocab.h"
 

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/tuning/gemm_signature.h"
-#include "runtime/tuning/tunable_gemm.h"
+#include "runtime/backend/gemm_signature.h"
+#include "runtime/backend/tunable_gemm.h"
 #include "runtime/tuning/tuning_config.h"
 
 namespace tessera {

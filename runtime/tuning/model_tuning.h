@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
-#include "runtime/model/model_config.h"
+#include "runtime/model_io/model_config.h"
 #include "runtime/tuning/tuning_config.h"
 #include "runtime/tuning/tuning_context.h"
 #include "runtime/tuning/warmup_job.h"

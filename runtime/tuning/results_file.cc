@@ -11,7 +11,7 @@
 #include "fmt/format.h"
 #include "base/str_cat.h"
 #include "runtime/tuning/atomic_file.h"
-#include "runtime/tuning/text_fields.h"
+#include "base/text_fields.h"
 
 namespace tessera {
 namespace {

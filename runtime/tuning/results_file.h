@@ -25,17 +25,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/backend/tunable_gemm.h"
 #include "runtime/tuning/tuning_results.h"
 
 namespace tessera {
-
-// Validator keys tessera writes (the caller supplies the values; any key may be used).
-inline constexpr std::string_view kValidatorTesseraVersion = "TESSERA_VERSION";
-inline constexpr std::string_view kValidatorCudaVersion = "CUDA_VERSION";
-inline constexpr std::string_view kValidatorRocmVersion = "ROCM_VERSION";
-inline constexpr std::string_view kValidatorBlasLtVersion = "BLASLT_VERSION";
-inline constexpr std::string_view kValidatorGpuArch = "GPU_ARCH";
-inline constexpr std::string_view kValidatorDeviceName = "DEVICE_NAME";
 
 using Validators = std::map<std::string, std::string>;
 

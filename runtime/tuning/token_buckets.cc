@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "base/str_cat.h"
-#include "runtime/tuning/text_fields.h"
+#include "base/text_fields.h"
 
 namespace tessera {
 namespace {

@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/tuning/gemm_tuner.h"
 #include "runtime/tuning/results_file.h"
-#include "runtime/tuning/tunable_gemm.h"
+#include "runtime/backend/tunable_gemm.h"
 #include "runtime/tuning/tuning_config.h"
 #include "runtime/tuning/tuning_results.h"
 

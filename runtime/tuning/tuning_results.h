@@ -9,7 +9,8 @@
 #include <shared_mutex>
 #include <string>
 
-#include "runtime/tuning/gemm_signature.h"
+#include "runtime/backend/gemm_signature.h"
+#include "runtime/backend/tunable_gemm.h"
 
 namespace tessera {
 
@@ -30,9 +31,6 @@ inline std::ostream& operator<<(std::ostream& os, const TunedSolution& s) {
   if (s.avg_ms) os << " (" << *s.avg_ms << " ms)";
   return os;
 }
-
-// The PyTorch name of the untuned library default, usable as a solution.
-inline constexpr std::string_view kDefaultSolution = "Default";
 
 // Ordered by signature: the order a results file is written in.
 using TunedEntries = std::map<GemmSignature, TunedSolution>;

@@ -21,7 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/tuning/gemm_signature.h"
+#include "runtime/backend/gemm_signature.h"
 #include "runtime/tuning/token_buckets.h"
 
 namespace tessera {

@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/engine.h"
-#include "runtime/engine_observer.h"
+#include "runtime/output/engine_observer.h"
 #include "runtime/placement/placement_planner.h"
 #include "runtime/tuning/model_tuning.h"
 #include "server/metrics/process_collector.h"

@@ -5,8 +5,8 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/kv_cache.h"
-#include "runtime/model/model_loader.h"
+#include "runtime/kv_cache/kv_cache.h"
+#include "runtime/model_files.h"
 #include "absl/strings/str_cat.h"
 #include "tests/e2e/test_server.h"
 

@@ -3,10 +3,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/model/dequant.h"
-#include "runtime/model/gguf_config.h"
-#include "runtime/model/gguf_file.h"
-#include "runtime/model/gguf_weights.h"
+#include "runtime/model_io/dequant.h"
+#include "runtime/model_io/gguf_config.h"
+#include "runtime/model_io/gguf_file.h"
+#include "runtime/model_io/gguf_weights.h"
 #include "runtime/tokenizer/vocab.h"
 #include "tests/fuzz/fuzz_input_file.h"
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/model/hf_config.h"
+#include "runtime/model_io/hf_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string kPath = "fuzz/config.json";

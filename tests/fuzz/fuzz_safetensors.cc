@@ -2,8 +2,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/model/dequant.h"
-#include "runtime/model/safetensors_file.h"
+#include "runtime/model_io/dequant.h"
+#include "runtime/model_io/safetensors_file.h"
 #include "tests/fuzz/fuzz_input_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,7 +1,7 @@
 // Weights converted on the GPU (kernels/dequant_gpu.h, GpuBackend::load_weight's device path)
 // against the host, into each 16-bit destination type (bf16, fp16: a backend of that compute
 // dtype): for every type the device converts, random stored blocks must come out as
-// runtime/model/dequant.h's fp32 rounded to the destination type, bit for bit (the kernels repeat
+// runtime/model_io/dequant.h's fp32 rounded to the destination type, bit for bit (the kernels repeat
 // the host's operations without fused multiply-adds, and both roundings are to nearest even), over
 // row counts, chunkings that split rows, the q/k row permutation and row-range destinations;
 // load_weight must give what the host path gives (read_f32, uploaded and rounded on the device)
@@ -25,10 +25,10 @@
 #include "kernels/element_dispatch.h"
 #include "kernels/gpu_backend.h"
 #include "tests/kernels/suite_gpu_backend.h"
-#include "runtime/model/dequant.h"
-#include "runtime/model/gguf_weights.h"
+#include "runtime/model_io/dequant.h"
+#include "runtime/model_io/gguf_weights.h"
 #include "base/half.h"
-#include "runtime/model/weight_source.h"
+#include "runtime/model_io/weight_source.h"
 #include "base/str_cat.h"
 
 namespace tessera {

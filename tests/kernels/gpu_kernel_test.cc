@@ -25,7 +25,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/gpu_backend.h"
 #include "tests/kernels/suite_gpu_backend.h"
-#include "runtime/kv_cache.h"
+#include "runtime/kv_cache/kv_cache.h"
 #include "base/half.h"
 #include "runtime/model/llama.h"
 #include "base/str_cat.h"

@@ -1,4 +1,4 @@
-// GpuBackend::sample (kernels/sampling.cu) against the CPU reference (runtime/sampling_math.h) on
+// GpuBackend::sample (kernels/sampling.cu) against the CPU reference (runtime/backend/sampling_math.h) on
 // random logits: vocabularies from 128256 down to 7, more rows than one launch takes, rows of
 // mixed parameters, logits with and without ties. Tokens must be equal, except where the
 // reference reports a decision within 1e-6 of its boundary (the device's expf may differ from
@@ -14,7 +14,7 @@
 
 #include "kernels/gpu_backend.h"
 #include "tests/kernels/suite_gpu_backend.h"
-#include "runtime/sampling_math.h"
+#include "runtime/backend/sampling_math.h"
 
 namespace tessera {
 namespace {

@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
     for (int32_t r = 0; r < rows; ++r) batch.logits_rows.push_back(prompt_len - 1 + r);
     const int64_t vocab = m.config().vocab_size;
     std::vector<float> all_logits(static_cast<size_t>(rows * vocab));
-    if (absl::Status s = m.model().forward(batch, m.cache(), all_logits); !s.ok()) return fail(s.ToString());
+    if (absl::Status s = m.runner().forward(batch, m.cache(), all_logits); !s.ok()) return fail(s.ToString());
     table.release(m.cache().allocator());
     if (!forced.empty()) {
       std::vector<int32_t> argmax;

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "runtime/model/gguf_weights.h"
+#include "runtime/model_io/gguf_weights.h"
 #include "tests/unit/model/gguf_builder.h"
 
 namespace tessera {

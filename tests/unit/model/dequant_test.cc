@@ -1,4 +1,4 @@
-#include "runtime/model/dequant.h"
+#include "runtime/model_io/dequant.h"
 
 #include <bit>
 #include <cstring>

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "runtime/model/gguf_file.h"
+#include "runtime/model_io/gguf_file.h"
 
 // `lhs = *expr`, failing the test (and returning) when the StatusOr is not OK.
 #define TESSERA_ASSERT_OK_AND_ASSIGN(lhs, expr) \

@@ -1,4 +1,4 @@
-#include "runtime/model/gguf_file.h"
+#include "runtime/model_io/gguf_file.h"
 
 #include <cstring>
 #include <string>

@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/model/gguf_file.h"
+#include "runtime/model_io/gguf_file.h"
 #include "tests/unit/model/gguf_builder.h"
 
 namespace tessera {

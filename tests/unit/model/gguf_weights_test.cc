@@ -1,4 +1,4 @@
-#include "runtime/model/gguf_weights.h"
+#include "runtime/model_io/gguf_weights.h"
 
 #include <cstring>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/model/dequant.h"
+#include "runtime/model_io/dequant.h"
 #include "base/half.h"
 #include "tests/unit/model/gguf_builder.h"
 

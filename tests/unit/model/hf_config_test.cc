@@ -1,4 +1,4 @@
-#include "runtime/model/hf_config.h"
+#include "runtime/model_io/hf_config.h"
 
 #include <string>
 

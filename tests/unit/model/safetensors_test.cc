@@ -5,8 +5,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "base/half.h"
-#include "runtime/model/safetensors_file.h"
-#include "runtime/model/safetensors_weights.h"
+#include "runtime/model_io/safetensors_file.h"
+#include "runtime/model_io/safetensors_weights.h"
 #include "tests/unit/model/gguf_builder.h"
 
 namespace tessera {

@@ -1,4 +1,4 @@
-#include "runtime/model/weight_names.h"
+#include "runtime/model_io/weight_names.h"
 
 #include "gtest/gtest.h"
 

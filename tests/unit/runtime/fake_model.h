@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "runtime/kv_cache.h"
-#include "runtime/model/forward_model.h"
+#include "runtime/kv_cache/kv_cache.h"
+#include "runtime/runner/forward_model.h"
 #include "base/splitmix64.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/tokenizer.h"

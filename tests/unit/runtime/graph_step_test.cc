@@ -1,5 +1,5 @@
 // The decode-graph step: which steps qualify, the context class, the padded batch and the keys.
-#include "runtime/graph_step.h"
+#include "runtime/runner/graph_step.h"
 
 #include <set>
 

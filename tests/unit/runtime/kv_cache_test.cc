@@ -1,4 +1,4 @@
-#include "runtime/kv_cache.h"
+#include "runtime/kv_cache/kv_cache.h"
 
 #include <set>
 

@@ -1,9 +1,10 @@
-// What LlamaModel tells the placement planner it will allocate: the activations every pipeline
+// What LlamaModel and the StepRunner tell the placement planner it will allocate: the activations every pipeline
 // stage holds, those only the last stage (the lm_head device) holds, and the KV cache per token.
 #include <gtest/gtest.h>
 
-#include "runtime/kv_cache.h"
+#include "runtime/kv_cache/kv_cache.h"
 #include "runtime/model/llama.h"
+#include "runtime/runner/step_runner.h"
 
 namespace tessera {
 namespace {
@@ -34,14 +35,17 @@ ExecutionOptions unpadded() {
 TEST(LlamaFootprint, OnlyTheHeadActivationsGrowWithTheVocabulary) {
   const ForwardLimits limits{2048, 256};
   ModelConfig c = llama3_8b();
-  const uint64_t stage = LlamaModel::activation_bytes(c, limits, unpadded(), DType::kBF16);
-  const uint64_t head = LlamaModel::head_activation_bytes(c, limits, unpadded(), DType::kBF16);
+  auto bytes = [&] {
+    return StepRunner::activation_bytes(LlamaModel::activation_cost(c, DType::kBF16), c.hidden_size,
+                                        c.vocab_size, limits, unpadded(), DType::kBF16);
+  };
+  const uint64_t stage = bytes().stage;
+  const uint64_t head = bytes().head;
   // lm_head's input rows (bf16), the fp32 logits, the sampled int32 tokens.
   EXPECT_EQ(head, 256u * (4096 * 2 + 128256 * 4 + 4));
   c.vocab_size *= 2;
-  EXPECT_EQ(LlamaModel::activation_bytes(c, limits, unpadded(), DType::kBF16), stage);
-  EXPECT_EQ(LlamaModel::head_activation_bytes(c, limits, unpadded(), DType::kBF16),
-            head + 256u * 128256 * 4);
+  EXPECT_EQ(bytes().stage, stage);
+  EXPECT_EQ(bytes().head, head + 256u * 128256 * 4);
 }
 
 // The planner's KV cost per token is the cache's own formula, so its token capacity is what

@@ -1,10 +1,10 @@
-// Decode steps through the graph path (runtime/graph_step.h): padded to their bucket and run by
+// Decode steps through the graph path (runtime/runner/graph_step.h): padded to their bucket and run by
 // Backend::run_graph. The CPU backend runs the ops directly, so with DecodeGraphs::kAlways these
 // tests check everything but the recording itself (the GPU kernel tests check that): padding
 // rows must not change a real token, on one device or split over two.
 #include <gtest/gtest.h>
 
-#include "runtime/graph_step.h"
+#include "runtime/runner/graph_step.h"
 #include "tests/unit/runtime/default_model_fixture.h"
 
 namespace tessera {
@@ -30,7 +30,7 @@ class ModelGraphs : public DefaultModel {
 TEST_F(ModelGraphs, AutoIsOffWhereTheBackendRunsOpsDirectly) {
   auto m = load(options(DecodeGraphs::kAuto));
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->model().largest_graph_bucket(), 0);
+  EXPECT_EQ(m->runner().largest_graph_bucket(), 0);
 }
 
 TEST_F(ModelGraphs, PaddedDecodeStepsGiveTheSameTokens) {
@@ -39,7 +39,7 @@ TEST_F(ModelGraphs, PaddedDecodeStepsGiveTheSameTokens) {
   ASSERT_NE(direct, nullptr);
   ASSERT_NE(graphed, nullptr);
   // max_logit_rows 8: buckets 1, 2, 4, 8.
-  EXPECT_EQ(graphed->model().largest_graph_bucket(), 8);
+  EXPECT_EQ(graphed->runner().largest_graph_bucket(), 8);
   // 5 sequences (bucket 8, 3 padding rows), 3 (bucket 4, 1), 1 (bucket 1).
   for (size_t n : {5u, 3u, 1u}) {
     SCOPED_TRACE(n);
@@ -47,9 +47,9 @@ TEST_F(ModelGraphs, PaddedDecodeStepsGiveTheSameTokens) {
     EXPECT_EQ(generate(*graphed, prompts, 8), generate(*direct, prompts, 8));
   }
   // Every decode step went through the graph path, and the engine reports them for the metrics.
-  EXPECT_GE(graphed->model().graph_steps(), 7);  // at least the single prompt's 7
-  EXPECT_EQ(graphed->engine().stats().graph_steps_total.load(), graphed->model().graph_steps());
-  EXPECT_EQ(direct->model().graph_steps(), 0);
+  EXPECT_GE(graphed->runner().graph_steps(), 7);  // at least the single prompt's 7
+  EXPECT_EQ(graphed->engine().stats().graph_steps_total.load(), graphed->runner().graph_steps());
+  EXPECT_EQ(direct->runner().graph_steps(), 0);
 }
 
 TEST_F(ModelGraphs, ContextsPastTheFirstClass) {
@@ -91,11 +91,11 @@ TEST_F(ModelGraphs, MicroBatchesSplitPrefillStepsAndGraphsRunDecodeSteps) {
   auto direct = load(options(DecodeGraphs::kOff));
   ASSERT_NE(m, nullptr);
   ASSERT_NE(direct, nullptr);
-  EXPECT_EQ(m->model().largest_graph_bucket(), 8);
+  EXPECT_EQ(m->runner().largest_graph_bucket(), 8);
   const std::vector<std::string> prompts = {kPrompts[0], kPrompts[1]};
   EXPECT_EQ(generate(*m, prompts, 6), generate(*direct, prompts, 6));
-  EXPECT_GT(m->model().micro_batched_steps(), 0);
-  EXPECT_GE(m->model().graph_steps(), 5);
+  EXPECT_GT(m->runner().micro_batched_steps(), 0);
+  EXPECT_GE(m->runner().graph_steps(), 5);
 }
 
 }  // namespace

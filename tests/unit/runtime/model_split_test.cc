@@ -87,8 +87,8 @@ TEST_F(ModelSplit, MicroBatchesThroughTheStages) {
     auto m = load(o);
     ASSERT_NE(m, nullptr);
     EXPECT_EQ(generate(*m, kPrompts, 10), *baseline_);
-    EXPECT_GT(m->model().micro_batched_steps(), 0);
-    EXPECT_EQ(m->engine().stats().micro_batched_steps_total.load(), m->model().micro_batched_steps());
+    EXPECT_GT(m->runner().micro_batched_steps(), 0);
+    EXPECT_EQ(m->engine().stats().micro_batched_steps_total.load(), m->runner().micro_batched_steps());
   }
 }
 
@@ -101,7 +101,7 @@ TEST_F(ModelSplit, StepsBelowTheMicroBatchMinimumRunWhole) {
   auto m = load(o);
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(generate(*m, kPrompts, 10), *baseline_);
-  EXPECT_EQ(m->model().micro_batched_steps(), 0);
+  EXPECT_EQ(m->runner().micro_batched_steps(), 0);
 }
 
 TEST_F(ModelSplit, GemmPaddingToBuckets) {

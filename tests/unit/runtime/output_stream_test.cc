@@ -1,6 +1,6 @@
 // OutputStream: messages in order, and a consumer that falls behind gets what it has not read
 // merged into one message instead of a queue that grows by one message per token.
-#include "runtime/request.h"
+#include "runtime/request/request.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/sampler.h"
+#include "runtime/request/sampler.h"
 
 #include <cmath>
 #include <map>

@@ -1,6 +1,6 @@
-// The shared sampling math (runtime/sampling_math.h): greedy ties, thresholds with ties, the
+// The shared sampling math (runtime/backend/sampling_math.h): greedy ties, thresholds with ties, the
 // counter-based draw, and that the draws follow the filtered distribution (chi-square).
-#include "runtime/sampling_math.h"
+#include "runtime/backend/sampling_math.h"
 
 #include <cmath>
 #include <limits>

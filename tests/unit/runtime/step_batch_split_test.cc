@@ -1,4 +1,4 @@
-#include "runtime/step_batch_split.h"
+#include "runtime/runner/step_batch_split.h"
 
 #include <gtest/gtest.h>
 

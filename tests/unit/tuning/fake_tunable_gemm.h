@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/tuning/tunable_gemm.h"
+#include "runtime/backend/tunable_gemm.h"
 
 namespace tessera::testing {
 

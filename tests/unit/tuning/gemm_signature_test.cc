@@ -1,5 +1,5 @@
 // GemmSignature: PyTorch TunableOp's op names and params, the linear-layer mapping, parsing back.
-#include "runtime/tuning/gemm_signature.h"
+#include "runtime/backend/gemm_signature.h"
 
 #include <string>
 

@@ -1,0 +1,80 @@
+// The seams between the GEMM tuner (device-independent) and a backend's GEMM algorithms.
+//
+//   TunableGemm          what the tuner asks of one device: the candidate algorithms for a
+//                        signature, operands to run them on, their output, and a timer.
+//   GemmSolutionSource   what a backend's linear() asks of the tuning context: which algorithm to
+//                        run for a signature (the library default unless one is tuned).
+//
+// Solutions are named by strings, as the results file writes them; kDefaultSolution
+// ("Default") is always a candidate and is the reference the others are checked against.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/backend/gemm_signature.h"
+
+namespace tessera {
+
+// The PyTorch name of the untuned library default, usable as a solution.
+inline constexpr std::string_view kDefaultSolution = "Default";
+
+// Keys of the validators a TunableGemm reports (runtime/tuning/results_file.h writes them as
+// `Validator,KEY,VALUE` lines; a file whose validators differ from the device's is ignored).
+inline constexpr std::string_view kValidatorTesseraVersion = "TESSERA_VERSION";
+inline constexpr std::string_view kValidatorCudaVersion = "CUDA_VERSION";
+inline constexpr std::string_view kValidatorRocmVersion = "ROCM_VERSION";
+inline constexpr std::string_view kValidatorBlasLtVersion = "BLASLT_VERSION";
+inline constexpr std::string_view kValidatorGpuArch = "GPU_ARCH";
+inline constexpr std::string_view kValidatorDeviceName = "DEVICE_NAME";
+
+class TunableGemm {
+ public:
+  virtual ~TunableGemm() = default;
+
+  // Results-file validators for this device: (key, value), e.g. ("GPU_ARCH", "sm_90").
+  virtual std::vector<std::pair<std::string, std::string>> validators() const = 0;
+
+  // The candidate solutions for `sig`, kDefaultSolution first. Only candidates that can run
+  // `sig` (the library's own check passed, the workspace fits) are listed.
+  virtual absl::StatusOr<std::vector<std::string>> candidates(const GemmSignature& sig) = 0;
+
+  // Bytes of one operand set of `sig` (A, B and C), for sizing the rotation; and the size of
+  // the device's last-level cache, which a rotation should exceed.
+  virtual size_t operand_bytes(const GemmSignature& sig) const = 0;
+  virtual size_t cache_bytes() const = 0;
+
+  // Allocates `copies` (>= 1) operand sets for `sig`, A and B filled with the same seeded
+  // random values in every set, and makes `sig` current for run/output/time_ms.
+  virtual absl::Status prepare(const GemmSignature& sig, int copies) = 0;
+  // Runs `solution` once on operand set `copy` (asynchronously where the device is).
+  virtual absl::Status run(std::string_view solution, int copy) = 0;
+  // Operand set `copy`'s C as fp32, column-major [m, n] in the signature's convention (waits
+  // for the device).
+  virtual absl::StatusOr<std::vector<float>> output(int copy) = 0;
+  // Mean milliseconds of one call over `iterations` calls of `solution`, rotating over the
+  // operand sets, measured with the device's own timers.
+  virtual absl::StatusOr<double> time_ms(std::string_view solution, int64_t iterations) = 0;
+  // Frees what prepare() allocated.
+  virtual void release() = 0;
+};
+
+class GemmSolutionSource {
+ public:
+  virtual ~GemmSolutionSource() = default;
+  // The solution linear() should run for `sig`: the tuned one, or kDefaultSolution. In tune
+  // mode an untuned signature is tuned first, on the calling thread.
+  virtual std::string solution_for(const GemmSignature& sig) = 0;
+  // Moves whenever an answer solution_for has already given may have changed: a backend may
+  // cache answers (name -> its own algorithm handle), and record them into graphs, until it
+  // does. An answer not given yet may change without it.
+  virtual uint64_t version() const = 0;
+};
+
+}  // namespace tessera

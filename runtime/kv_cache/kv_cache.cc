@@ -1,0 +1,123 @@
+#include "runtime/kv_cache/kv_cache.h"
+
+#include <atomic>
+#include <cassert>
+
+#include "absl/strings/str_cat.h"
+#include "base/dtype.h"
+#include "base/status_macros.h"
+#include "base/str_cat.h"
+
+namespace tessera {
+
+BlockAllocator::BlockAllocator(int32_t num_blocks) : refcount_(num_blocks, 0) {
+  free_.reserve(num_blocks);
+  // Highest id at the bottom of the stack so that block 0 is handed out first.
+  for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
+}
+
+std::optional<int32_t> BlockAllocator::allocate() {
+  if (free_.empty()) return std::nullopt;
+  const int32_t b = free_.back();
+  free_.pop_back();
+  refcount_[b] = 1;
+  return b;
+}
+
+void BlockAllocator::retain(int32_t block) {
+  assert(refcount_[block] > 0);
+  ++refcount_[block];
+}
+
+void BlockAllocator::release(int32_t block) {
+  assert(refcount_[block] > 0);
+  if (--refcount_[block] == 0) free_.push_back(block);
+}
+
+bool BlockTable::reserve(int32_t num_tokens, int32_t block_size, BlockAllocator& allocator) {
+  const int32_t needed = (num_tokens + block_size - 1) / block_size;
+  const int32_t missing = needed - num_blocks();
+  if (missing <= 0) return true;
+  if (missing > allocator.num_free()) return false;
+  for (int32_t i = 0; i < missing; ++i) blocks_.push_back(*allocator.allocate());
+  return true;
+}
+
+void BlockTable::release(BlockAllocator& allocator) {
+  for (int32_t b : blocks_) allocator.release(b);
+  blocks_.clear();
+}
+
+size_t kv_bytes_per_token_per_layer(int64_t num_kv_heads, int64_t head_dim, DType dtype) {
+  return static_cast<size_t>(2 * num_kv_heads * head_dim) * element_size(dtype);
+}
+
+size_t KvCacheShape::bytes_per_layer_block(DType dtype) const {
+  return static_cast<size_t>(block_size) *
+         kv_bytes_per_token_per_layer(num_kv_heads, head_dim, dtype);
+}
+
+size_t KvCacheShape::bytes_per_block(DType dtype) const {
+  return static_cast<size_t>(num_layers) * bytes_per_layer_block(dtype);
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, KvCacheShape shape) {
+  const LayerSegment all{&backend, 0, shape.num_layers};
+  return create(std::span<const LayerSegment>(&all, 1), shape);
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(std::span<const LayerSegment> segments,
+                                                         KvCacheShape shape) {
+  if (shape.num_blocks <= 0 || shape.block_size <= 0 || shape.num_layers <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv cache: need at least one block of at least "
+                                                   "one token (got ", shape.num_blocks,
+                                                   " blocks of ", shape.block_size, ")"));
+  }
+  TESSERA_RETURN_IF_ERROR(validate_segments(segments, shape.num_layers));
+  const DType dtype = segments.front().backend->compute_dtype();
+  std::unique_ptr<KvCache> cache(new KvCache(shape, dtype));
+  const size_t layer_bytes = shape.bytes_per_layer_block(dtype) * shape.num_blocks;
+  for (const LayerSegment& seg : segments) {
+    if (seg.backend->compute_dtype() != dtype) {
+      return absl::InvalidArgumentError(str_cat(
+          "kv cache: ", seg.backend->name(), " computes in ", dtype_name(seg.backend->compute_dtype()),
+          ", the first device in ", dtype_name(dtype)));
+    }
+    const size_t bytes = layer_bytes * seg.num_layers;
+    auto pool = seg.backend->allocate(bytes);
+    if (!pool.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "kv cache: ", shape.num_blocks, " blocks of layers ", seg.first_layer, "..",
+          seg.end_layer() - 1, " need ", bytes, " bytes: ", pool.status().message()));
+    }
+    for (int32_t i = 0; i < seg.num_layers; ++i) {
+      cache->layer_base_[seg.first_layer + i] = static_cast<char*>(pool->data()) + i * layer_bytes;
+    }
+    cache->pools_.push_back(*std::move(pool));
+  }
+  return cache;
+}
+
+namespace {
+
+uint64_t next_cache_id() {
+  static std::atomic<uint64_t> next{1};  // 0 is no cache
+  return next++;
+}
+
+}  // namespace
+
+KvCache::KvCache(KvCacheShape shape, DType dtype)
+    : id_(next_cache_id()), shape_(shape), dtype_(dtype), layer_base_(shape.num_layers),
+      allocator_(shape.num_blocks) {}
+
+KvLayerView KvCache::layer(int32_t index) const {
+  // A layer's K pool, then its V pool of the same size.
+  const size_t k_pool_bytes = shape_.bytes_per_layer_block(dtype_) * shape_.num_blocks / 2;
+  char* base = layer_base_[index];
+  const std::initializer_list<int64_t> dims = {shape_.num_blocks, shape_.block_size,
+                                               shape_.num_kv_heads, shape_.head_dim};
+  return KvLayerView{Tensor(base, dtype_, dims), Tensor(base + k_pool_bytes, dtype_, dims)};
+}
+
+}  // namespace tessera

@@ -1,0 +1,99 @@
+// The paged KV cache: per layer, K and V pools of fixed-size blocks; a block allocator with
+// refcounts (so prefix sharing can come later); and per-sequence block tables.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/backend.h"
+#include "runtime/backend/layer_segment.h"
+
+namespace tessera {
+
+class BlockAllocator {
+ public:
+  explicit BlockAllocator(int32_t num_blocks);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(refcount_.size()); }
+  int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
+  int32_t num_used() const { return num_blocks() - num_free(); }
+
+  // A free block with refcount 1, or nullopt when none is left.
+  std::optional<int32_t> allocate();
+  void retain(int32_t block);
+  // Drops one reference; the block is free again at zero.
+  void release(int32_t block);
+  int32_t refcount(int32_t block) const { return refcount_[block]; }
+
+ private:
+  std::vector<int32_t> refcount_;  // [num_blocks]
+  std::vector<int32_t> free_;      // stack of free block ids
+};
+
+// The blocks one sequence's tokens live in, in order.
+class BlockTable {
+ public:
+  // Grows the table to hold `num_tokens`; false (and no change) when blocks run out.
+  bool reserve(int32_t num_tokens, int32_t block_size, BlockAllocator& allocator);
+  // Gives every block back.
+  void release(BlockAllocator& allocator);
+  int32_t slot(int32_t position, int32_t block_size) const {
+    return blocks_[position / block_size] * block_size + position % block_size;
+  }
+  const std::vector<int32_t>& blocks() const { return blocks_; }
+  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+
+ private:
+  std::vector<int32_t> blocks_;
+};
+
+// Bytes of K and V of one token in one layer, in `dtype`: the one formula every KV cache size is
+// made of (a block, a pool, the placement planner's cost per token).
+size_t kv_bytes_per_token_per_layer(int64_t num_kv_heads, int64_t head_dim, DType dtype);
+
+struct KvCacheShape {
+  int32_t num_layers = 0;
+  int32_t num_blocks = 0;
+  int32_t block_size = 16;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  // Bytes of one block of one layer, K and V, in `dtype`.
+  size_t bytes_per_layer_block(DType dtype) const;
+  // Bytes of one block across every layer, K and V, in `dtype`.
+  size_t bytes_per_block(DType dtype) const;
+};
+
+class KvCache {
+ public:
+  // One pool on `backend` for every layer.
+  static absl::StatusOr<std::unique_ptr<KvCache>> create(Backend& backend, KvCacheShape shape);
+  // One pool per segment, on its backend, for its layers (a model split over devices). Every
+  // pool has the same blocks: a sequence's block table addresses all of its layers.
+  static absl::StatusOr<std::unique_ptr<KvCache>> create(std::span<const LayerSegment> segments,
+                                                         KvCacheShape shape);
+
+  const KvCacheShape& shape() const { return shape_; }
+  int32_t block_size() const { return shape_.block_size; }
+  KvLayerView layer(int32_t index) const;
+  BlockAllocator& allocator() { return allocator_; }
+  const BlockAllocator& allocator() const { return allocator_; }
+  // Unique to this cache among every cache of the process, ever: what recordings that write into
+  // it are told apart by (an address may be reused by a later cache).
+  uint64_t id() const { return id_; }
+
+ private:
+  KvCache(KvCacheShape shape, DType dtype);
+  uint64_t id_;
+  KvCacheShape shape_;
+  DType dtype_;
+  // Per segment: [its layers, 2 (k, v), num_blocks, block_size, n_kv_heads, head_dim].
+  std::vector<DeviceBuffer> pools_;
+  std::vector<char*> layer_base_;  // [num_layers]: layer i's K pool, then its V pool
+  BlockAllocator allocator_;
+};
+
+}  // namespace tessera

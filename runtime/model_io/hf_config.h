@@ -1,0 +1,24 @@
+// ModelConfig from a Hugging Face config.json.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "runtime/model_io/model_config.h"
+
+namespace tessera {
+
+// Parses config.json text. `path` is only used in messages. Requires a llama model
+// (architectures containing LlamaForCausalLM, or model_type "llama") and hidden_size,
+// intermediate_size, num_hidden_layers, num_attention_heads, vocab_size; the other keys take
+// transformers' LlamaConfig defaults when absent or null. rope_scaling may be null or
+// {rope_type|type: default | linear | llama3, ...}. The result is validated. Errors name the file
+// and the key (with its actual JSON type when ill-typed).
+absl::StatusOr<ModelConfig> config_from_hf_json(std::string_view json_text,
+                                                const std::string& path);
+
+// Reads and parses the file at `path` (normally <model dir>/config.json).
+absl::StatusOr<ModelConfig> config_from_hf_file(const std::string& path);
+
+}  // namespace tessera

@@ -1,0 +1,119 @@
+#include "runtime/model_io/model_config.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_join.h"
+#include "base/str_cat.h"
+
+namespace tessera {
+namespace {
+
+// Upper bounds far above any released Llama-family model; they exist so that a corrupt config
+// fails here instead of as a multi-terabyte allocation later.
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxHidden = int64_t{1} << 17;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxPositions = int64_t{1} << 27;
+
+absl::Status check_range(std::string_view field, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(
+        str_cat(field, ": ", value, " is out of range [", lo, ", ", hi, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_positive_finite(std::string_view field, float value) {
+  if (!std::isfinite(value) || value <= 0.0f) {
+    return absl::InvalidArgumentError(
+        str_cat(field, ": ", value, " must be a positive finite number"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_rope_scaling(const RopeScaling& s) {
+  switch (s.type) {
+    case RopeScaling::Type::kNone:
+      return absl::OkStatus();
+    case RopeScaling::Type::kLinear:
+      return check_positive_finite("rope_scaling.factor", s.factor);
+    case RopeScaling::Type::kLlama3: {
+      if (absl::Status st = check_positive_finite("rope_scaling.factor", s.factor); !st.ok()) {
+        return st;
+      }
+      if (absl::Status st =
+              check_positive_finite("rope_scaling.low_freq_factor", s.low_freq_factor);
+          !st.ok()) {
+        return st;
+      }
+      if (absl::Status st =
+              check_positive_finite("rope_scaling.high_freq_factor", s.high_freq_factor);
+          !st.ok()) {
+        return st;
+      }
+      // The smooth interpolation divides by (high - low).
+      if (!(s.high_freq_factor > s.low_freq_factor)) {
+        return absl::InvalidArgumentError(
+            str_cat("rope_scaling.high_freq_factor: ", s.high_freq_factor,
+                    " must be greater than low_freq_factor ", s.low_freq_factor));
+      }
+      return check_range("rope_scaling.original_max_position_embeddings", s.original_max_position,
+                         1, kMaxPositions);
+    }
+  }
+  return absl::InvalidArgumentError("rope_scaling.type: unknown value");
+}
+
+}  // namespace
+
+const std::vector<std::string>& supported_architectures() {
+  static const std::vector<std::string> kArchitectures = {"llama"};
+  return kArchitectures;
+}
+
+absl::Status ModelConfig::validate() const {
+  const auto& archs = supported_architectures();
+  if (std::find(archs.begin(), archs.end(), architecture) == archs.end()) {
+    return absl::InvalidArgumentError(
+        str_cat("architecture: '", architecture,
+                "' is not supported (supported: ", absl::StrJoin(archs, ", "), ")"));
+  }
+  struct Field {
+    std::string_view name;
+    int64_t value;
+    int64_t hi;
+  };
+  const Field fields[] = {
+      {"vocab_size", vocab_size, kMaxVocab},
+      {"hidden_size", hidden_size, kMaxHidden},
+      {"intermediate_size", intermediate_size, kMaxIntermediate},
+      {"num_layers", num_layers, kMaxLayers},
+      {"num_heads", num_heads, kMaxHeads},
+      {"num_kv_heads", num_kv_heads, kMaxHeads},
+      {"head_dim", head_dim, kMaxHeadDim},
+      {"max_position_embeddings", max_position_embeddings, kMaxPositions},
+  };
+  for (const Field& f : fields) {
+    if (absl::Status st = check_range(f.name, f.value, 1, f.hi); !st.ok()) return st;
+  }
+  if (num_heads % num_kv_heads != 0) {
+    return absl::InvalidArgumentError(
+        str_cat("num_kv_heads: ", num_kv_heads, " does not divide num_heads ", num_heads));
+  }
+  // Rotary embedding rotates pairs of dimensions.
+  if (head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(str_cat("head_dim: ", head_dim, " must be even"));
+  }
+  if (absl::Status st = check_positive_finite("rms_norm_eps", rms_norm_eps); !st.ok()) return st;
+  if (rms_norm_eps >= 1.0f) {
+    return absl::InvalidArgumentError(str_cat("rms_norm_eps: ", rms_norm_eps, " must be below 1"));
+  }
+  if (absl::Status st = check_positive_finite("rope_theta", rope_theta); !st.ok()) return st;
+  return check_rope_scaling(rope_scaling);
+}
+
+}  // namespace tessera

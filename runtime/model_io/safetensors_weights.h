@@ -1,0 +1,49 @@
+// WeightSource over a Hugging Face model directory: config.json plus safetensors weights.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/model_io/safetensors_file.h"
+#include "runtime/model_io/weight_source.h"
+
+namespace tessera {
+
+class SafetensorsWeights final : public WeightSource {
+ public:
+  // Reads <dir>/config.json (config_from_hf_file) and the weights:
+  //  - model.safetensors.index.json present: its weight_map {tensor: shard file}; every shard must
+  //    exist in `dir` and hold each tensor mapped to it;
+  //  - else model.safetensors alone when present;
+  //  - else every *.safetensors in `dir`, a tensor name appearing in two of them being an error.
+  static absl::StatusOr<std::unique_ptr<SafetensorsWeights>> open(const std::string& dir);
+
+  const ModelConfig& config() const override { return config_; }
+  const std::string& path() const override { return dir_; }
+  std::vector<TensorInfo> tensors() const override;
+  bool has(std::string_view hf_name) const override;
+  absl::StatusOr<RawTensor> raw(std::string_view hf_name) const override;
+  absl::Status read_f32(std::string_view hf_name, std::span<const int64_t> expected_shape,
+                        std::span<float> out) const override;
+
+ private:
+  struct Entry {
+    const SafetensorsFile* file = nullptr;
+    const SafetensorsTensor* tensor = nullptr;
+  };
+
+  SafetensorsWeights() = default;
+  absl::Status load_index(const std::string& index_path);
+  absl::Status load_files(const std::vector<std::string>& names);
+  absl::StatusOr<const SafetensorsFile*> open_shard(const std::string& name);
+
+  std::string dir_;
+  ModelConfig config_;
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> shards_;  // file name -> file
+  std::map<std::string, Entry, std::less<>> entries_;               // tensor name -> location
+};
+
+}  // namespace tessera

@@ -1,0 +1,58 @@
+// A model's weights as stored on disk, addressed by their Hugging Face names.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "base/dtype.h"
+#include "runtime/model_io/model_config.h"
+
+namespace tessera {
+
+struct TensorInfo {
+  std::string name;            // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;  // HF (PyTorch) order, outermost first: [out_features, in_features]
+};
+
+// The stored bytes of one tensor, as mapped from the file (valid while the source lives).
+struct RawTensor {
+  TensorInfo info;
+  const uint8_t* data = nullptr;
+  size_t nbytes = 0;
+  bool qk_permuted = false;  // GGUF llama q/k rows are interleaved for rotary; read_f32 undoes it
+  int64_t qk_head_dim = 0;   // rows per head of that interleave (gguf_weights.h); 0 if none
+};
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  // Where the weights come from (file or directory), for messages.
+  virtual const std::string& path() const = 0;
+  virtual std::vector<TensorInfo> tensors() const = 0;
+  virtual bool has(std::string_view hf_name) const = 0;
+
+  // The mapped bytes of a tensor; an error names the file and the tensor when it is missing.
+  // read_f32 gives exactly dequantize_f32 of these bytes, with stored row s moved to HF row
+  // qk_unpermuted_row(s, qk_head_dim) when qk_permuted (GpuBackend converts them on the device
+  // and relies on that).
+  virtual absl::StatusOr<RawTensor> raw(std::string_view hf_name) const = 0;
+
+  // Reads a tensor as fp32 in HF layout (dequantized, q/k rows un-permuted), after checking that
+  // its shape is `expected_shape`; `out` must hold exactly that many elements. Errors name the
+  // file, the tensor, and what was wrong.
+  virtual absl::Status read_f32(std::string_view hf_name, std::span<const int64_t> expected_shape,
+                                std::span<float> out) const = 0;
+};
+
+// Opens a GGUF file, or an HF directory of config.json + *.safetensors (sharded or not).
+absl::StatusOr<std::unique_ptr<WeightSource>> open_weights(const std::string& path);
+
+}  // namespace tessera
