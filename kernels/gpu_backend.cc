@@ -104,17 +104,6 @@ void GpuBackend::make_current() const {
   (void)gpuSetDevice(device_);
 }
 
-void GpuBackend::record(absl::Status s) {
-  if (!s.ok() && error_.ok()) error_ = std::move(s);
-}
-
-bool GpuBackend::check_dtype(const Tensor& t, DType want, const char* op, const char* what) {
-  if (t.dtype == want) return true;
-  record(absl::InvalidArgumentError(str_cat(name_, ": ", op, ": ", what, " is ",
-                                            dtype_name(t.dtype), ", expected ", dtype_name(want))));
-  return false;
-}
-
 // --- memory ---------------------------------------------------------------------------------
 
 absl::StatusOr<DeviceBuffer> GpuBackend::allocate(size_t bytes) {
@@ -135,13 +124,13 @@ absl::StatusOr<DeviceBuffer> GpuBackend::allocate(size_t bytes) {
 
 void GpuBackend::free(void* data) {
   make_current();
-  record(GPU_STATUS(gpuFree(data)));
+  record_error(GPU_STATUS(gpuFree(data)));
 }
 
 void GpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   make_current();
-  record(GPU_STATUS(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDeviceToHost, stream_)));
-  record(GPU_STATUS(gpuStreamSynchronize(stream_)));
+  record_error(GPU_STATUS(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDeviceToHost, stream_)));
+  record_error(GPU_STATUS(gpuStreamSynchronize(stream_)));
 }
 
 size_t GpuBackend::free_memory() const {
@@ -276,7 +265,7 @@ void GpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {
     s = upload(pinned_, static_cast<int64_t>(src.size()), dst);
   }
   if (s.ok()) s = GPU_STATUS(gpuStreamSynchronize(stream_));
-  record(std::move(s));
+  record_error(std::move(s));
 }
 
 void GpuBackend::enable_peer_access(int peer) {
@@ -291,7 +280,7 @@ void GpuBackend::enable_peer_access(int peer) {
   if (err != gpuSuccess) {
     (void)gpuGetLastError();  // already enabled (another model on this process) is fine too
     if (err != gpuErrorPeerAccessAlreadyEnabled) {
-      record(gpu::status_from(err, "gpuDeviceEnablePeerAccess", __FILE__, __LINE__));
+      record_error(gpu::status_from(err, "gpuDeviceEnablePeerAccess", __FILE__, __LINE__));
     }
   }
 }
@@ -299,20 +288,20 @@ void GpuBackend::enable_peer_access(int peer) {
 void GpuBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {
   auto* peer = dynamic_cast<GpuBackend*>(&to);
   if (peer == nullptr) {
-    record(absl::InvalidArgumentError(str_cat(name_, ": copy_to: ", to.name(), " is not a GPU")));
+    record_error(absl::InvalidArgumentError(str_cat(name_, ": copy_to: ", to.name(), " is not a GPU")));
     return;
   }
   make_current();
   if (peer == this) {
-    record(GPU_STATUS(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDeviceToDevice, stream_)));
+    record_error(GPU_STATUS(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDeviceToDevice, stream_)));
     return;
   }
   enable_peer_access(peer->device_);
-  record(GPU_STATUS(gpuMemcpyPeerAsync(dst, peer->device_, src, device_, bytes, stream_)));
-  record(GPU_STATUS(gpuEventRecord(hop_done_, stream_)));
+  record_error(GPU_STATUS(gpuMemcpyPeerAsync(dst, peer->device_, src, device_, bytes, stream_)));
+  record_error(GPU_STATUS(gpuEventRecord(hop_done_, stream_)));
   // The peer's stream waits for the copy on the device; the host does not.
   peer->make_current();
-  peer->record(GPU_STATUS(gpuStreamWaitEvent(peer->stream_, hop_done_, 0)));
+  peer->record_error(GPU_STATUS(gpuStreamWaitEvent(peer->stream_, hop_done_, 0)));
 }
 
 // --- the step -------------------------------------------------------------------------------
@@ -333,8 +322,8 @@ absl::StatusOr<bool> GpuBackend::reserve_step_memory(StepMemory& mem, size_t ele
 }
 
 void GpuBackend::free_step_memory(StepMemory& mem) {
-  if (mem.dev != nullptr) record(GPU_STATUS(gpuFree(mem.dev)));
-  if (mem.host != nullptr) record(GPU_STATUS(gpuFreeHost(mem.host)));
+  if (mem.dev != nullptr) record_error(GPU_STATUS(gpuFree(mem.dev)));
+  if (mem.host != nullptr) record_error(GPU_STATUS(gpuFreeHost(mem.host)));
   mem.dev = nullptr;
   mem.host = nullptr;
   mem.capacity = 0;
@@ -386,8 +375,8 @@ void GpuBackend::upload_step(const StepBatch& batch, StepMemory& mem) {
   d.num_seqs = seqs;
   d.max_blocks = batch.max_blocks;
   d.num_logits = static_cast<int32_t>(batch.logits_rows.size());
-  record(GPU_STATUS(gpuMemcpyAsync(mem.dev, mem.host, off * 4, gpuMemcpyHostToDevice, stream_)));
-  record(GPU_STATUS(gpuEventRecord(mem.copied, stream_)));
+  record_error(GPU_STATUS(gpuMemcpyAsync(mem.dev, mem.host, off * 4, gpuMemcpyHostToDevice, stream_)));
+  record_error(GPU_STATUS(gpuEventRecord(mem.copied, stream_)));
   step_ = d;
 }
 
@@ -395,7 +384,7 @@ void GpuBackend::begin_step(const StepBatch& batch) {
   make_current();
   absl::StatusOr<bool> moved = reserve_step_memory(step_mem_, step_metadata_elements(batch));
   if (!moved.ok()) {
-    record(moved.status());
+    record_error(moved.status());
     step_ = gpu::DeviceStep{};
     return;
   }
@@ -410,7 +399,7 @@ void GpuBackend::begin_graph_step(const StepBatch& batch, int32_t max_context) {
   const size_t elements = std::max(step_metadata_elements(batch), kGraphStepMinElements);
   absl::StatusOr<bool> moved = reserve_step_memory(graph_step_mem_, elements);
   if (!moved.ok()) {
-    record(moved.status());
+    record_error(moved.status());
     step_ = gpu::DeviceStep{};
     return;
   }
@@ -424,7 +413,7 @@ void GpuBackend::embedding(const Tensor& table, const Tensor& out) {
       !check_dtype(out, dtype_, "embedding", "out")) {
     return;
   }
-  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     return gpu::embedding(elements<T>(table), table.dim(0), table.dim(1), step_.token_ids,
                           step_.num_tokens, elements<T>(out), stream_);
   })));
@@ -435,7 +424,7 @@ void GpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Ten
       !check_dtype(out, dtype_, "rms_norm", "out")) {
     return;
   }
-  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     return gpu::rms_norm<T>(nullptr, elements<T>(x), elements<T>(w), x.dim(0), x.dim(1), eps,
                             elements<T>(out), stream_);
   })));
@@ -449,7 +438,7 @@ void GpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Ten
       !check_dtype(out, dtype_, "add_rms_norm", "out")) {
     return;
   }
-  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     return gpu::rms_norm(elements<T>(residual), elements<T>(x), elements<T>(w), x.dim(0),
                          x.dim(1), eps, elements<T>(out), stream_);
   })));
@@ -471,7 +460,7 @@ void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
   const gpu::Gemm::Solution& solution =
       gemm_solutions_ != nullptr ? gemm_solution_cache_.solution(*gemm_, *gemm_solutions_, shape)
                                  : kDefault;
-  record(gemm_->run(solution, shape, x.data, w.data, out.data, stream_));
+  record_error(gemm_->run(solution, shape, x.data, w.data, out.data, stream_));
 }
 
 void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
@@ -482,7 +471,7 @@ void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, Atten
       !check_dtype(cache.v, dtype_, "rope_and_cache", "v cache")) {
     return;
   }
-  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     return gpu::rope_and_cache(elements<T>(qkv), inv_freq.as<float>(), step_, shape.num_heads,
                                shape.num_kv_heads, shape.head_dim,
                                shape.rope_style == RopeStyle::kInterleaved, elements<T>(cache.k),
@@ -498,7 +487,7 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
     return;
   }
   if (shape.head_dim > gpu::kMaxHeadDim) {
-    record(absl::InvalidArgumentError(str_cat(name_, ": attention: head_dim ", shape.head_dim,
+    record_error(absl::InvalidArgumentError(str_cat(name_, ": attention: head_dim ", shape.head_dim,
                                               " exceeds ", gpu::kMaxHeadDim)));
     return;
   }
@@ -508,7 +497,7 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
   // tensor-core kernel when both take it, else everything left to the generic kernel.
   const bool fast_decode = kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
   const bool fast_prefill = fast_decode && gpu::prefill_kernel_supported(d);
-  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     const T *q = elements<T>(qkv), *k = elements<T>(cache.k), *v = elements<T>(cache.v);
     return fast_prefill ? gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale,
                                                  /*causal=*/true, elements<T>(out), stream_)
@@ -522,11 +511,11 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
   const size_t parts = static_cast<size_t>(step_.num_decode_seqs) * h * splits.num_splits;
   if (splits.num_splits > 1) {
     if (absl::Status s = ensure_decode_workspace(parts * (d + 2)); !s.ok()) {
-      record(std::move(s));
+      record_error(std::move(s));
       return;
     }
   }
-  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     return gpu::attention_decode(elements<T>(qkv), elements<T>(cache.k), elements<T>(cache.v), bs,
                                  step_, h, kvh, d, scale, splits, decode_part_,
                                  decode_part_ + parts * d, elements<T>(out), stream_);
@@ -553,7 +542,7 @@ void GpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
       !check_dtype(out, dtype_, "silu_mul", "out")) {
     return;
   }
-  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     return gpu::silu_mul(elements<T>(gate_up), gate_up.dim(0), out.dim(1), elements<T>(out),
                          stream_);
   })));
@@ -564,7 +553,7 @@ void GpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
       !check_dtype(out, dtype_, "gather_logit_rows", "out")) {
     return;
   }
-  record(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     return gpu::gather_rows(elements<T>(x), x.dim(1), step_.logits_rows, step_.num_logits,
                             elements<T>(out), stream_);
   })));
@@ -578,7 +567,7 @@ void GpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
   }
   const int64_t n = static_cast<int64_t>(rows.size());
   if (logits.dim(0) != n || tokens.numel() != n) {
-    record(absl::InvalidArgumentError(str_cat(name_, ": sample: ", n, " rows of parameters for ",
+    record_error(absl::InvalidArgumentError(str_cat(name_, ": sample: ", n, " rows of parameters for ",
                                               logits.dim(0), " logit rows and ", tokens.numel(),
                                               " tokens")));
     return;
@@ -591,7 +580,7 @@ void GpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
     device_rows[r] = gpu::SampleRow{s.temperature, s.top_k, s.top_p, s.min_p,
                                     sampling_draw_bits(s.seed, s.counter)};
   }
-  record(GPU_STATUS(gpu::sample(logits.as<float>(), logits.dim(1), device_rows.data(),
+  record_error(GPU_STATUS(gpu::sample(logits.as<float>(), logits.dim(1), device_rows.data(),
                                 static_cast<int32_t>(n), tokens.as<int32_t>(), stream_)));
 }
 
@@ -614,11 +603,11 @@ absl::Status GpuBackend::run_graph(uint64_t key, absl::FunctionRef<void()> ops) 
     ++graph_replays_;
     return GPU_STATUS(gpuGraphLaunch(g.exec, stream_));
   }
-  if (!g.ran || g.unrecordable || !error_.ok()) {
+  if (!g.ran || g.unrecordable || !step_error().ok()) {
     // Directly: buffers grow and GEMMs are tuned now, so the next run records what stays. A run
     // that met an error proves nothing about sizes: it does not count.
     ops();
-    g.ran = error_.ok();
+    g.ran = step_error().ok();
     g.generation = graph_generation_;
     g.solutions = solutions_version();
     return absl::OkStatus();
@@ -629,13 +618,14 @@ absl::Status GpuBackend::run_graph(uint64_t key, absl::FunctionRef<void()> ops) 
     ops();
     s = GPU_STATUS(gpuStreamEndCapture(stream_, &graph));
   }
-  if (s.ok() && error_.ok()) s = GPU_STATUS(gpuGraphInstantiate(&g.exec, graph));
+  if (s.ok() && step_error().ok()) s = GPU_STATUS(gpuGraphInstantiate(&g.exec, graph));
   if (graph != nullptr) (void)gpuGraphDestroy(graph);
-  if (!s.ok() || !error_.ok()) {
+  if (!s.ok() || !step_error().ok()) {
     // Nothing of the step ran. It runs directly now, and the key from now on, without a graph.
-    const absl::Status failed = !error_.ok() ? error_ : s;
+    // The step's error was OK before the recording (else the direct path runs): clear it.
+    const absl::Status recorded = take_step_error();
+    const absl::Status failed = !recorded.ok() ? recorded : s;
     (void)gpuGetLastError();
-    error_ = absl::OkStatus();  // it was OK before the recording (else the direct path runs)
     g.exec = nullptr;
     g.unrecordable = true;
     spdlog::warn("{}: recording a decode step graph failed; this batch shape runs without one: {}",
@@ -651,13 +641,11 @@ absl::Status GpuBackend::synchronize() {
   make_current();
   const gpuError_t err = gpuStreamSynchronize(stream_);
   if (err != gpuSuccess) {
-    record(absl::InternalError(str_cat(name_, ": stream synchronize failed: ", gpuGetErrorName(err),
+    record_error(absl::InternalError(str_cat(name_, ": stream synchronize failed: ", gpuGetErrorName(err),
                                        " (", gpuGetErrorString(err), ")")));
   }
   // A failed step leaves the error for the caller once; the next step starts clean.
-  absl::Status s = std::move(error_);
-  error_ = absl::OkStatus();
-  return s;
+  return take_step_error();
 }
 
 }  // namespace tessera

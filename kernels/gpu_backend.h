@@ -1,7 +1,7 @@
 // The GPU backend: weights, activations and KV cache in device memory in its compute dtype (bf16,
 // or fp16 when chosen at creation), fp32 accumulation, fp32 logits, one stream. Ops that cannot
-// return a Status (the Backend seam's void ops) record the first error they meet; synchronize()
-// returns it.
+// run what they were handed record the error as every backend does (Backend::record_error);
+// synchronize() returns it.
 #pragma once
 
 #include <cstdint>
@@ -78,9 +78,6 @@ class GpuBackend final : public Backend {
   // Enables direct access from this GPU to `peer`'s memory once, when the hardware allows it;
   // without it the driver stages peer copies through host memory.
   void enable_peer_access(int peer);
-  // Keeps the first error; later ones are dropped (they usually follow from it).
-  void record(absl::Status s);
-  bool check_dtype(const Tensor& t, DType want, const char* op, const char* what);
   // Host fp32 -> device `dst` (fp32, bf16 or fp16) through the pinned staging and f32 scratch
   // buffers.
   absl::Status upload(const float* src, int64_t n, const Tensor& dst);
@@ -128,7 +125,6 @@ class GpuBackend final : public Backend {
   std::unique_ptr<gpu::Gemm> gemm_;
   std::unique_ptr<gpu::GpuTunableGemm> tunable_gemm_;  // on gemm_ and stream_
   gpu::GemmSolutionCache gemm_solution_cache_;        // linear()'s solutions from gemm_solutions_
-  absl::Status error_;
 
   // Staging for weights: pinned host memory (grown to the largest tensor read so far) and a
   // fixed-size fp32 device scratch that converts chunk by chunk into the 16-bit destination.

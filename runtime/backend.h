@@ -137,7 +137,25 @@ class Backend {
   void set_gemm_solutions(GemmSolutionSource* solutions) { gemm_solutions_ = solutions; }
 
  protected:
+  // The one policy of every backend for an op that cannot run what it was handed (a tensor of
+  // another dtype than the op computes in, a launch that failed): the op does nothing more, and
+  // the step's first such error waits for synchronize() to return it. The ops return no status
+  // so that a step queues without a check per op; the step fails as a whole, naming the cause.
+  //
+  // True when `t` is `want`; otherwise records an INVALID_ARGUMENT naming this backend, `op`,
+  // the tensor (`what`) and both dtypes.
+  bool check_dtype(const Tensor& t, DType want, const char* op, const char* what);
+  // Keeps `s` when it is the step's first error.
+  void record_error(absl::Status s);
+  // The step's first error so far (OK when none).
+  const absl::Status& step_error() const { return step_error_; }
+  // The step's first error, cleared: the next step starts clean.
+  absl::Status take_step_error();
+
   GemmSolutionSource* gemm_solutions_ = nullptr;
+
+ private:
+  absl::Status step_error_;
 };
 
 inline void DeviceBuffer::reset() {

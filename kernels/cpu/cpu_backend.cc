@@ -19,11 +19,6 @@ namespace {
 
 constexpr size_t kAlignment = 64;  // cache line; also what AVX-512 loads like
 
-void expect_f32(const Tensor& t) {
-  // The CPU backend computes in fp32 only; anything else is a programming error upstream.
-  if (t.dtype != DType::kF32) std::abort();
-}
-
 }  // namespace
 
 CpuBackend::CpuBackend(int threads, int device)
@@ -75,33 +70,39 @@ size_t CpuBackend::free_memory() const {
 
 absl::Status CpuBackend::load_weight(const WeightSource& weights, std::string_view name,
                                      const Tensor& dst) {
-  expect_f32(dst);
+  if (!check_dtype(dst, DType::kF32, "load_weight", "dst")) return take_step_error();
   std::span<const int64_t> shape(dst.shape.data(), dst.rank);
   return weights.read_f32(name, shape, std::span<float>(dst.as<float>(), dst.numel()));
 }
 
 void CpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {
-  expect_f32(dst);
+  if (!check_dtype(dst, DType::kF32, "upload_f32", "dst")) return;
   std::memcpy(dst.data, src.data(), src.size_bytes());
 }
 
 void CpuBackend::embedding(const Tensor& table, const Tensor& out) {
+  if (!f32(table, "embedding", "table") || !f32(out, "embedding", "out")) return;
   cpu::embedding(table.as<float>(), table.dim(0), table.dim(1), batch_->token_ids.data(),
                  batch_->num_tokens(), out.as<float>());
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+  if (!f32(x, "rms_norm", "x") || !f32(w, "rms_norm", "w") || !f32(out, "rms_norm", "out")) return;
   cpu::rms_norm(x.as<float>(), w.as<float>(), x.dim(0), x.dim(1), eps, out.as<float>());
 }
 
 void CpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
                               const Tensor& out) {
+  if (!f32(residual, "add_rms_norm", "residual") || !f32(x, "add_rms_norm", "x") ||
+      !f32(w, "add_rms_norm", "w") || !f32(out, "add_rms_norm", "out")) {
+    return;
+  }
   cpu::add_rms_norm(residual.as<float>(), x.as<float>(), w.as<float>(), x.dim(0), x.dim(1), eps,
                     out.as<float>());
 }
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
-  expect_f32(out);
+  if (!f32(x, "linear", "x") || !f32(w, "linear", "w") || !f32(out, "linear", "out")) return;
   const int64_t m = x.dim(0), n = w.dim(0), k = w.dim(1);
   const cpu::GemmAlgo algo = gemm_solutions_ != nullptr
                                  ? gemm_selector_.select(*gemm_solutions_, m, n, k)
@@ -111,21 +112,31 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
 
 void CpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
                                 const KvLayerView& cache) {
+  if (!f32(qkv, "rope_and_cache", "qkv") || !f32(inv_freq, "rope_and_cache", "inv_freq") ||
+      !f32(cache.k, "rope_and_cache", "k cache") || !f32(cache.v, "rope_and_cache", "v cache")) {
+    return;
+  }
   cpu::rope_and_cache(qkv.as<float>(), inv_freq.as<float>(), *batch_, shape, cache.k.as<float>(),
                       cache.v.as<float>());
 }
 
 void CpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
                            float scale, const Tensor& out) {
+  if (!f32(qkv, "attention", "qkv") || !f32(cache.k, "attention", "k cache") ||
+      !f32(cache.v, "attention", "v cache") || !f32(out, "attention", "out")) {
+    return;
+  }
   cpu::attention(qkv.as<float>(), cache.k.as<float>(), cache.v.as<float>(), cache.block_size(),
                  *batch_, shape, scale, out.as<float>());
 }
 
 void CpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
+  if (!f32(gate_up, "silu_mul", "gate_up") || !f32(out, "silu_mul", "out")) return;
   cpu::silu_mul(gate_up.as<float>(), gate_up.dim(0), out.dim(1), out.as<float>());
 }
 
 void CpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
+  if (!f32(x, "gather_logit_rows", "x") || !f32(out, "gather_logit_rows", "out")) return;
   const int64_t hidden = x.dim(1);
   for (size_t i = 0; i < batch_->logits_rows.size(); ++i) {
     std::memcpy(out.as<float>() + i * hidden, x.as<float>() + batch_->logits_rows[i] * hidden,
@@ -135,8 +146,9 @@ void CpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
 
 void CpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
                         const Tensor& tokens) {
-  expect_f32(logits);
-  if (tokens.dtype != DType::kI32) std::abort();  // as expect_f32: a caller's bug
+  if (!f32(logits, "sample", "logits") || !check_dtype(tokens, DType::kI32, "sample", "tokens")) {
+    return;
+  }
   const int64_t vocab = logits.dim(1);
   for (size_t r = 0; r < rows.size(); ++r) {
     const std::span<const float> row(logits.as<float>() + r * vocab, vocab);

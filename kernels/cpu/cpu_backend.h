@@ -1,5 +1,6 @@
 // The CPU backend: fp32 weights, activations and KV cache in host memory; the reference that
-// every other backend is tested against.
+// every other backend is tested against. An op handed a tensor that is not fp32 does nothing and
+// fails the step (Backend::record_error), as on the GPU.
 #pragma once
 
 #include <string>
@@ -43,11 +44,17 @@ class CpuBackend final : public Backend {
   void gather_logit_rows(const Tensor& x, const Tensor& out) override;
   void sample(const Tensor& logits, std::span<const SamplingRow> rows,
               const Tensor& tokens) override;
-  absl::Status synchronize() override { return absl::OkStatus(); }
+  // The step's first error (an op handed a tensor that is not fp32), cleared.
+  absl::Status synchronize() override { return take_step_error(); }
 
   TunableGemm* tunable_gemm() override { return &tunable_gemm_; }
 
  private:
+  // check_dtype for fp32, the one dtype this backend computes in.
+  bool f32(const Tensor& t, const char* op, const char* what) {
+    return check_dtype(t, DType::kF32, op, what);
+  }
+
   std::string name_;
   int threads_;  // OpenMP threads; set on the calling thread at each step (a per-thread setting)
   const StepBatch* batch_ = nullptr;  // the current step, owned by the caller

@@ -1,0 +1,25 @@
+#include "runtime/backend.h"
+
+#include "base/str_cat.h"
+
+namespace tessera {
+
+bool Backend::check_dtype(const Tensor& t, DType want, const char* op, const char* what) {
+  if (t.dtype == want) return true;
+  record_error(absl::InvalidArgumentError(str_cat(name(), ": ", op, ": ", what, " is ",
+                                                  dtype_name(t.dtype), ", expected ",
+                                                  dtype_name(want))));
+  return false;
+}
+
+void Backend::record_error(absl::Status s) {
+  if (!s.ok() && step_error_.ok()) step_error_ = std::move(s);
+}
+
+absl::Status Backend::take_step_error() {
+  absl::Status s = std::move(step_error_);
+  step_error_ = absl::OkStatus();
+  return s;
+}
+
+}  // namespace tessera
