@@ -26,6 +26,7 @@ std::string smollm2_template() {
 class ChatPromptTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (!test_support::default_model_present()) GTEST_SKIP() << TESSERA_DEFAULT_MODEL << " is missing";
     absl::StatusOr<const Tokenizer*> tok = test_support::default_tokenizer();
     ASSERT_TRUE(tok.ok()) << tok.status();
     tok_ = *tok;

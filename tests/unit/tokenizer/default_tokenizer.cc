@@ -1,8 +1,9 @@
 #include "tests/unit/tokenizer/default_tokenizer.h"
 
+#include <filesystem>
 #include <memory>
 
-#include "runtime/model/gguf_file.h"
+#include "runtime/model_io/gguf_file.h"
 #include "runtime/tokenizer/vocab.h"
 
 namespace tessera::test_support {
@@ -17,6 +18,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> load() {
 }
 
 }  // namespace
+
+bool default_model_present() { return std::filesystem::exists(TESSERA_DEFAULT_MODEL); }
 
 absl::StatusOr<const Tokenizer*> default_tokenizer() {
   // Parsing 49k tokens and merges takes a moment; every test shares one instance (which is

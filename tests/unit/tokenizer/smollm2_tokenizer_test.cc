@@ -155,14 +155,20 @@ void load_default_tokenizer(const Tokenizer** out) {
 // A failed load fails each test in SetUp, with the reason, and skips its body.
 class Smollm2Tokenizer : public ::testing::Test {
  protected:
-  void SetUp() override { load_default_tokenizer(&tok_); }
+  void SetUp() override {
+    if (!test_support::default_model_present()) GTEST_SKIP() << TESSERA_DEFAULT_MODEL << " is missing";
+    load_default_tokenizer(&tok_);
+  }
   const Tokenizer& tokenizer() const { return *tok_; }
   const Tokenizer* tok_ = nullptr;
 };
 
 class Smollm2Expected : public ::testing::TestWithParam<ExpectedEncoding> {
  protected:
-  void SetUp() override { load_default_tokenizer(&tok_); }
+  void SetUp() override {
+    if (!test_support::default_model_present()) GTEST_SKIP() << TESSERA_DEFAULT_MODEL << " is missing";
+    load_default_tokenizer(&tok_);
+  }
   const Tokenizer& tokenizer() const { return *tok_; }
   const Tokenizer* tok_ = nullptr;
 };
