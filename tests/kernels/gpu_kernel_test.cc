@@ -28,10 +28,29 @@
 #include "runtime/kv_cache/kv_cache.h"
 #include "base/half.h"
 #include "runtime/model/llama.h"
+#include "runtime/runner/step_runner.h"
 #include "base/str_cat.h"
 
 namespace tessera {
 namespace {
+
+// The Llama family over the step runner, as ModelInstance assembles them.
+struct LoadedLlama {
+  std::unique_ptr<StepRunner> runner;
+  LlamaModel* family = nullptr;  // owned by runner
+};
+absl::StatusOr<LoadedLlama> load_llama(const WeightSource& weights, std::vector<LayerSegment> segments,
+                                       ForwardLimits limits, ExecutionOptions execution = {}) {
+  absl::StatusOr<std::unique_ptr<LlamaModel>> family = LlamaModel::load(weights, segments);
+  if (!family.ok()) return family.status();
+  LoadedLlama loaded;
+  loaded.family = family->get();
+  absl::StatusOr<std::unique_ptr<StepRunner>> runner =
+      StepRunner::create(*std::move(family), std::move(segments), limits, std::move(execution));
+  if (!runner.ok()) return runner.status();
+  loaded.runner = *std::move(runner);
+  return loaded;
+}
 
 // Error thresholds of one compute dtype. bf16 keeps 8 significant bits (one rounding is up to
 // 2^-9 relative), fp16 11 (2^-12): the fp16 thresholds are the bf16 ones over 8, except the end
@@ -574,13 +593,14 @@ class RandomLlama final : public WeightSource {
 TEST_P(GpuKernelTest, LlamaEndToEndMatchesCpu) {
   RandomLlama weights(dtype_);
   const ForwardLimits limits{64, 4};
-  auto cpu_model = LlamaModel::load(weights, cpu_, limits);
+  const int32_t layers = static_cast<int32_t>(weights.config().num_layers);
+  auto cpu_model = load_llama(weights, {LayerSegment{&cpu_, 0, layers}}, limits);
   ASSERT_TRUE(cpu_model.ok()) << cpu_model.status().ToString();
-  auto gpu_model = LlamaModel::load(weights, *gpu_, limits);
+  auto gpu_model = load_llama(weights, {LayerSegment{gpu_, 0, layers}}, limits);
   ASSERT_TRUE(gpu_model.ok()) << gpu_model.status().ToString();
   const int32_t block_size = 16, num_blocks = 32;
-  auto cpu_cache = KvCache::create(cpu_, (*cpu_model)->kv_cache_shape(num_blocks, block_size));
-  auto gpu_cache = KvCache::create(*gpu_, (*gpu_model)->kv_cache_shape(num_blocks, block_size));
+  auto cpu_cache = KvCache::create(cpu_, cpu_model->family->kv_cache_shape(num_blocks, block_size));
+  auto gpu_cache = KvCache::create(*gpu_, gpu_model->family->kv_cache_shape(num_blocks, block_size));
   ASSERT_TRUE(cpu_cache.ok() && gpu_cache.ok());
   const int64_t vocab = weights.config().vocab_size;
 
@@ -620,8 +640,8 @@ TEST_P(GpuKernelTest, LlamaEndToEndMatchesCpu) {
       cached[s] = total;
     }
     std::vector<float> lc(2 * vocab), lg(2 * vocab, std::numeric_limits<float>::quiet_NaN());
-    ASSERT_TRUE((*cpu_model)->forward(b, **cpu_cache, lc).ok());
-    const absl::Status gs = (*gpu_model)->forward(b, **gpu_cache, lg);
+    ASSERT_TRUE(cpu_model->runner->forward(b, **cpu_cache, lc).ok());
+    const absl::Status gs = gpu_model->runner->forward(b, **gpu_cache, lg);
     ASSERT_TRUE(gs.ok()) << gs.ToString();
     for (int s = 0; s < 2; ++s) {
       std::vector<float> c(lc.begin() + s * vocab, lc.begin() + (s + 1) * vocab);
@@ -658,14 +678,14 @@ TEST_P(GpuKernelTest, DecodeGraphsMatchDirectSteps) {
   const int32_t layers = static_cast<int32_t>(weights.config().num_layers);
   ExecutionOptions direct_options;
   direct_options.decode_graphs = DecodeGraphs::kOff;
-  auto direct = LlamaModel::load(weights, {LayerSegment{gpu_, 0, layers}}, limits, direct_options);
-  auto graphed = LlamaModel::load(weights, {LayerSegment{gpu_, 0, layers}}, limits, ExecutionOptions{});
+  auto direct = load_llama(weights, {LayerSegment{gpu_, 0, layers}}, limits, direct_options);
+  auto graphed = load_llama(weights, {LayerSegment{gpu_, 0, layers}}, limits, ExecutionOptions{});
   ASSERT_TRUE(direct.ok() && graphed.ok());
-  EXPECT_EQ((*direct)->largest_graph_bucket(), 0);
-  ASSERT_EQ((*graphed)->largest_graph_bucket(), 8);
+  EXPECT_EQ(direct->runner->largest_graph_bucket(), 0);
+  ASSERT_EQ(graphed->runner->largest_graph_bucket(), 8);
   const int32_t block_size = 16, blocks_per_seq = 8, seqs = 6;
-  auto direct_cache = KvCache::create(*gpu_, (*direct)->kv_cache_shape(seqs * blocks_per_seq, block_size));
-  auto graphed_cache = KvCache::create(*gpu_, (*graphed)->kv_cache_shape(seqs * blocks_per_seq, block_size));
+  auto direct_cache = KvCache::create(*gpu_, direct->family->kv_cache_shape(seqs * blocks_per_seq, block_size));
+  auto graphed_cache = KvCache::create(*gpu_, graphed->family->kv_cache_shape(seqs * blocks_per_seq, block_size));
   ASSERT_TRUE(direct_cache.ok() && graphed_cache.ok());
   const int64_t vocab = weights.config().vocab_size;
 
@@ -709,8 +729,8 @@ TEST_P(GpuKernelTest, DecodeGraphsMatchDirectSteps) {
     const StepBatch b = step_of(active);  // step 0: every prompt (prefill, no graph)
     const size_t n = active.size();
     std::vector<float> ld(n * vocab), lg(n * vocab, std::numeric_limits<float>::quiet_NaN());
-    ASSERT_TRUE((*direct)->forward(b, **direct_cache, ld).ok());
-    const absl::Status gs = (*graphed)->forward(b, **graphed_cache, lg);
+    ASSERT_TRUE(direct->runner->forward(b, **direct_cache, ld).ok());
+    const absl::Status gs = graphed->runner->forward(b, **graphed_cache, lg);
     ASSERT_TRUE(gs.ok()) << gs.ToString();
     for (size_t r = 0; r < n; ++r) {
       std::vector<float> d(ld.begin() + r * vocab, ld.begin() + (r + 1) * vocab);
