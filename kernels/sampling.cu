@@ -174,37 +174,40 @@ struct LaunchRows {
   SampleRow row[kSampleRowsPerLaunch];  // by value: no upload, no buffer to keep alive
 };
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int64_t vocab64,
-                                                          LaunchRows rows, int32_t* tokens) {
-  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
-  let_next_kernel_start();
-  __shared__ SampleShared sh;
-  const SampleRow p = rows.row[blockIdx.x];
-  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
-  RowView row;
-  row.data = logits + blockIdx.x * vocab64;
-  row.vocab = static_cast<int32_t>(vocab64);
-  row.groups = (row.vocab + 3) / 4;
-  row.aligned = (reinterpret_cast<uintptr_t>(row.data) & 15) == 0;
+// One row's sampling on one CTA: the state the phases share, and one device function per phase
+// (sample_kernel below runs them in order). Every thread of the CTA holds the same copy; the
+// shared-memory scratch is `sh`.
+class RowSampling {
+ public:
+  __device__ __forceinline__ RowSampling(SampleShared& sh, const SampleRow& p, const float* data,
+                                         int64_t vocab)
+      : sh_(sh), p_(p), tid_(threadIdx.x), warp_(threadIdx.x / kWarpSize),
+        lane_(threadIdx.x % kWarpSize) {
+    row_.data = data;
+    row_.vocab = static_cast<int32_t>(vocab);
+    row_.groups = (row_.vocab + 3) / 4;
+    row_.aligned = (reinterpret_cast<uintptr_t>(data) & 15) == 0;
+  }
+
+  __device__ __forceinline__ int32_t argmax() const { return argmax_; }
+  __device__ __forceinline__ bool greedy() const { return !(p_.temperature > 0.0f); }
 
   // 1. max (lowest index among equals) and min.
-  float max_logit, min_logit;
-  int32_t argmax;
-  {
+  __device__ __forceinline__ void find_extremes() {
     constexpr int kUnroll = 4;
     float best = -INFINITY, least = INFINITY;
     int32_t arg = -1;
-    for (int32_t g0 = tid; g0 < row.groups; g0 += kUnroll * kThreads) {
+    for (int32_t g0 = tid_; g0 < row_.groups; g0 += kUnroll * kThreads) {
       float v[kUnroll][4];
       for (int u = 0; u < kUnroll; ++u) {
         const int32_t g = g0 + u * kThreads;
-        if (g < row.groups) row.load(g, v[u]);
+        if (g < row_.groups) row_.load(g, v[u]);
       }
       for (int u = 0; u < kUnroll; ++u) {
         const int32_t g = g0 + u * kThreads;
-        if (g >= row.groups) break;
+        if (g >= row_.groups) break;
         for (int c = 0; c < 4; ++c) {
-          if (!row.valid(g, c)) break;
+          if (!row_.valid(g, c)) break;
           if (arg < 0 || v[u][c] > best) {  // this thread's indices only grow
             best = v[u][c];
             arg = 4 * g + c;
@@ -222,85 +225,76 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
         arg = oa;
       }
     }
-    if (lane == 0) {
-      sh.warp_max[warp] = best;
-      sh.warp_arg[warp] = arg;
-      sh.warp_min[warp] = least;
+    if (lane_ == 0) {
+      sh_.warp_max[warp_] = best;
+      sh_.warp_arg[warp_] = arg;
+      sh_.warp_min[warp_] = least;
     }
     __syncthreads();
     best = -INFINITY;
     least = INFINITY;
     arg = -1;
     for (int w = 0; w < kWarps; ++w) {
-      const int32_t a = sh.warp_arg[w];
-      const float v = sh.warp_max[w];
-      least = fminf(least, sh.warp_min[w]);
+      const int32_t a = sh_.warp_arg[w];
+      const float v = sh_.warp_max[w];
+      least = fminf(least, sh_.warp_min[w]);
       if (a >= 0 && (arg < 0 || v > best || (v == best && a < arg))) {
         best = v;
         arg = a;
       }
     }
     __syncthreads();
-    max_logit = best;
-    min_logit = least;
-    argmax = arg;
+    max_logit_ = best;
+    min_logit_ = least;
+    argmax_ = arg;
   }
-  // Greedy rows end here. A sampled row's draw overwrites this below; one whose filters keep no
-  // mass (non-finite logits) keeps its argmax instead of whatever the buffer held (-1 when no
-  // logit is a number: the engine refuses ids outside the vocabulary).
-  if (tid == 0) tokens[blockIdx.x] = argmax;
-  if (!(p.temperature > 0.0f)) return;
-  const float temperature = p.temperature;
 
-  // The buckets: monotone (non-increasing) in the logit, ties share one.
-  const float cut = kSpanCutoff * temperature;
-  const float range = max_logit - min_logit;
-  const bool clamped = range > cut;  // the last bucket then holds only massless tokens
-  const float span = clamped ? cut : range;
-  const float scale = span > 0.0f ? fminf(static_cast<float>(kBuckets) / span, 1e30f) : 0.0f;
-  auto bucket_of = [&](float logit) -> int32_t {
-    const float x = (max_logit - logit) * scale;
-    return x < static_cast<float>(kBuckets - 1) ? static_cast<int32_t>(x) : kBuckets - 1;
-  };
-  // An element's mass after min-p (and after top-k once kth_key is set).
-  uint32_t kth_key = 0;
-  auto mass_of = [&](float logit) -> uint64_t {
-    const float w = sampling_weight(logit, max_logit, temperature);
-    if (p.min_p > 0.0f && w < p.min_p) return 0;
-    return sampling_mass(w);
-  };
-  auto row_mass = [&](uint32_t key) -> uint64_t {
-    return key < kth_key ? 0 : mass_of(key_logit(key));
-  };
+  // The buckets (monotone, non-increasing in the logit; ties share one) and the filters in force.
+  __device__ __forceinline__ void plan() {
+    temperature_ = p_.temperature;
+    const float cut = kSpanCutoff * temperature_;
+    const float range = max_logit_ - min_logit_;
+    clamped_ = range > cut;  // the last bucket then holds only massless tokens
+    const float span = clamped_ ? cut : range;
+    scale_ = span > 0.0f ? fminf(static_cast<float>(kBuckets) / span, 1e30f) : 0.0f;
+    topk_on_ = p_.top_k > 0 && p_.top_k < row_.vocab;
+    topp_on_ = p_.top_p < 1.0f;
+  }
 
-  const bool topk_on = p.top_k > 0 && p.top_k < row.vocab;
-  const bool topp_on = p.top_p < 1.0f;
+  // Each warp's draw slice: groups [warp * per_slice, (warp + 1) * per_slice) (set after the
+  // histogram, which does not need them, so that they hold no registers through it).
+  __device__ __forceinline__ void assign_slices() {
+    per_slice_ = (row_.groups + kWarps - 1) / kWarps;
+    my_begin_ = warp_ * per_slice_;
+    my_end_ = my_begin_ + per_slice_ < row_.groups ? my_begin_ + per_slice_ : row_.groups;
+  }
 
-  // 2. The bucket histogram.
-  if (topk_on || topp_on) {
-    for (int j = tid; j < kBuckets; j += kThreads) {
-      sh.bucket_count[j] = 0;
-      sh.bucket_lo[j] = 0;
-      sh.bucket_hi[j] = 0;
+  // 2. The bucket histogram: counts (top-k) and masses after min-p (top-p) per bucket.
+  __device__ __forceinline__ void histogram() {
+    if (!topk_on_ && !topp_on_) return;
+    for (int j = tid_; j < kBuckets; j += kThreads) {
+      sh_.bucket_count[j] = 0;
+      sh_.bucket_lo[j] = 0;
+      sh_.bucket_hi[j] = 0;
     }
     __syncthreads();
     constexpr int kUnroll = 2;
-    for (int32_t g0 = 0; g0 < row.groups; g0 += kUnroll * kThreads) {
+    for (int32_t g0 = 0; g0 < row_.groups; g0 += kUnroll * kThreads) {
       float v[kUnroll][4];
       for (int u = 0; u < kUnroll; ++u) {
-        const int32_t g = g0 + u * kThreads + tid;
-        if (g < row.groups) row.load(g, v[u]);
+        const int32_t g = g0 + u * kThreads + tid_;
+        if (g < row_.groups) row_.load(g, v[u]);
       }
       for (int u = 0; u < kUnroll; ++u) {
-        const int32_t g = g0 + u * kThreads + tid;
+        const int32_t g = g0 + u * kThreads + tid_;
         for (int c = 0; c < 4; ++c) {
-          if (g >= row.groups || !row.valid(g, c)) continue;
+          if (g >= row_.groups || !row_.valid(g, c)) continue;
           const int32_t b = bucket_of(v[u][c]);
-          if (clamped && b == kBuckets - 1) continue;  // the massless tail: not needed
-          if (topk_on) atomicAdd(&sh.bucket_count[b], 1u);
-          if (topp_on) {
+          if (clamped_ && b == kBuckets - 1) continue;  // the massless tail: not needed
+          if (topk_on_) atomicAdd(&sh_.bucket_count[b], 1u);
+          if (topp_on_) {
             const uint64_t m = mass_of(v[u][c]);
-            if (m != 0) add_split(&sh.bucket_lo[b], &sh.bucket_hi[b], m);
+            if (m != 0) add_split(&sh_.bucket_lo[b], &sh_.bucket_hi[b], m);
           }
         }
       }
@@ -308,39 +302,142 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
     __syncthreads();
   }
 
-  // The draw's slices: warp w's is groups [w * per_slice, (w + 1) * per_slice).
-  const int32_t per_slice = (row.groups + kWarps - 1) / kWarps;
-  const int32_t my_begin = warp * per_slice;
-  const int32_t my_end = my_begin + per_slice < row.groups ? my_begin + per_slice : row.groups;
+  // 3. top-k: the bucket holding the k-th largest logit, then the exact k-th key in it.
+  __device__ __forceinline__ void top_k() {
+    if (!topk_on_) return;
+    const Crossing c = find_crossing(
+        clamped_ ? kBuckets - 1 : kBuckets,
+        [&](int32_t b) { return static_cast<uint64_t>(sh_.bucket_count[b]); },
+        static_cast<uint64_t>(p_.top_k), sh_);
+    // Not found: the k-th largest logit lies in the massless tail, so top-k removes no mass.
+    if (c.index < 0) return;
+    bk_ = c.index;
+    collect(bk_);
+    kth_key_ = select_key(static_cast<uint64_t>(p_.top_k) - c.before,
+                          [](uint32_t) -> uint64_t { return 1; });
+    if (!topp_on_) return;
+    if (kmin_ == kmax_) {
+      bk_mass_ = read_split(sh_.bucket_lo, sh_.bucket_hi, bk_);
+    } else {
+      uint64_t own = 0;
+      for_each_key([&](uint32_t key) { own += row_mass(key); });
+      uint64_t total;
+      block_exclusive_scan(own, total, sh_);
+      bk_mass_ = total;
+    }
+  }
 
-  // Collecting one bucket's keys (and indices): into shared memory when they fit, else the
-  // selects below read them from the row. kmin/kmax: the bucket's smallest and largest key.
-  // Each warp reads its draw slice and also sums the mass of its tokens in the buckets above
-  // (kept whatever the threshold within the bucket turns out to be) and counts its tokens in
-  // the bucket, so that the draw needs no pass of its own when this bucket holds the threshold.
-  int32_t collected = -1;
-  uint32_t n_keys = 0, kmin = 0, kmax = 0;
-  bool overflow = false;
-  auto collect = [&](int32_t b) {
-    if (tid == 0) {
-      sh.n_collect = 0;
-      sh.kmin = 0xffffffffu;
-      sh.kmax = 0;
+  // 4. top-p: the same over masses (the top-k bucket counting only its kept part).
+  __device__ __forceinline__ void top_p() {
+    tau_key_ = kth_key_;
+    if (!topp_on_) return;
+    auto bucket_mass = [&](int32_t b) -> uint64_t {
+      return b < bk_ ? read_split(sh_.bucket_lo, sh_.bucket_hi, b) : b == bk_ ? bk_mass_ : 0;
+    };
+    uint64_t own = 0;
+    for (int32_t b = tid_; b < kBuckets; b += kThreads) own += bucket_mass(b);
+    uint64_t total;
+    block_exclusive_scan(own, total, sh_);
+    const uint64_t target = sampling_top_p_target(p_.top_p, total);
+    const Crossing c = find_crossing(kBuckets, bucket_mass, target, sh_);
+    const int32_t bp = c.index < 0 ? 0 : c.index;  // always found: 1 <= target <= total
+    if (bp != collected_) collect(bp);
+    tau_key_ = select_key(target - c.before, [&](uint32_t key) { return row_mass(key); });
+  }
+
+  // 5. The draw: each slice's kept mass, the slice holding the draw point, then the token in it.
+  __device__ __forceinline__ void draw(int32_t* token) {
+    slice_masses();
+    uint64_t kept_mass = 0;
+    for (int w = 0; w < kWarps; ++w) kept_mass += sh_.warp_part[w];
+    const uint64_t point = sampling_draw_point(p_.draw_bits, kept_mass);
+    // The slice holding the point (the most likely token keeps mass 2^40, so kept_mass > point).
+    uint64_t acc = 0;
+    int32_t slice = kWarps - 1;
+    for (int w = 0; w < kWarps; ++w) {
+      const uint64_t s = sh_.warp_part[w];
+      if (acc + s > point) {
+        slice = w;
+        break;
+      }
+      acc += s;
+    }
+    __syncthreads();  // warp_part is reused by the scans below
+    const int32_t begin = slice * per_slice_;
+    const int32_t end = begin + per_slice_ < row_.groups ? begin + per_slice_ : row_.groups;
+    for (int32_t base = begin; base < end; base += kThreads) {  // uniform: acc is the same everywhere
+      const int32_t g = base + tid_;
+      uint64_t q[4] = {0, 0, 0, 0};
+      if (g < end) {
+        float v[4];
+        row_.load(g, v);
+        for (int c = 0; c < 4; ++c) q[c] = row_.valid(g, c) ? kept(v[c]) : 0;
+      }
+      const uint64_t mine = q[0] + q[1] + q[2] + q[3];
+      uint64_t chunk;
+      const uint64_t excl = acc + block_exclusive_scan(mine, chunk, sh_);
+      if (excl <= point && point < excl + mine) {
+        uint64_t upto = excl;
+        for (int c = 0; c < 4; ++c) {
+          if (q[c] != 0 && upto + q[c] > point) {
+            *token = 4 * g + c;
+            break;
+          }
+          upto += q[c];
+        }
+      }
+      acc += chunk;
+      if (acc > point) break;
+    }
+  }
+
+ private:
+  __device__ __forceinline__ int32_t bucket_of(float logit) const {
+    const float x = (max_logit_ - logit) * scale_;
+    return x < static_cast<float>(kBuckets - 1) ? static_cast<int32_t>(x) : kBuckets - 1;
+  }
+  // An element's mass after min-p.
+  __device__ __forceinline__ uint64_t mass_of(float logit) const {
+    const float w = sampling_weight(logit, max_logit_, temperature_);
+    if (p_.min_p > 0.0f && w < p_.min_p) return 0;
+    return sampling_mass(w);
+  }
+  // A key's mass after min-p and (once kth_key_ is set) top-k.
+  __device__ __forceinline__ uint64_t row_mass(uint32_t key) const {
+    return key < kth_key_ ? 0 : mass_of(key_logit(key));
+  }
+  // The mass of a token that survives every filter.
+  __device__ __forceinline__ uint64_t kept(float logit) const {
+    if (clamped_ && bucket_of(logit) == kBuckets - 1) return 0;
+    const uint32_t key = sampling_logit_key(logit);
+    return key < tau_key_ ? 0 : row_mass(key);
+  }
+
+  // Collects bucket b's keys (and indices): into shared memory when they fit, else the selects
+  // read them from the row. kmin_/kmax_: the bucket's smallest and largest key. Each warp reads
+  // its draw slice and also sums the mass of its tokens in the buckets above (kept whatever the
+  // threshold within the bucket turns out to be) and counts its tokens in the bucket, so that
+  // the draw needs no pass of its own when this bucket holds the threshold.
+  __device__ __forceinline__ void collect(int32_t b) {
+    if (tid_ == 0) {
+      sh_.n_collect = 0;
+      sh_.kmin = 0xffffffffu;
+      sh_.kmax = 0;
     }
     __syncthreads();
     uint32_t lo_key = 0xffffffffu, hi_key = 0, in_count = 0;
     uint64_t below = 0;
     constexpr int kUnroll = 2;
-    for (int32_t g0 = my_begin; g0 < my_end; g0 += kUnroll * kWarpSize) {  // uniform in a warp
+    for (int32_t g0 = my_begin_; g0 < my_end_; g0 += kUnroll * kWarpSize) {  // uniform in a warp
       float v[kUnroll][4];
       for (int u = 0; u < kUnroll; ++u) {
-        const int32_t g = g0 + u * kWarpSize + lane;
-        if (g < my_end) row.load(g, v[u]);
+        const int32_t g = g0 + u * kWarpSize + lane_;
+        if (g < my_end_) row_.load(g, v[u]);
       }
       for (int u = 0; u < kUnroll; ++u) {
-        const int32_t g = g0 + u * kWarpSize + lane;
+        const int32_t g = g0 + u * kWarpSize + lane_;
         for (int c = 0; c < 4; ++c) {
-          const int32_t eb = g < my_end && row.valid(g, c) ? bucket_of(v[u][c]) : kBuckets;
+          const int32_t eb = g < my_end_ && row_.valid(g, c) ? bucket_of(v[u][c]) : kBuckets;
           if (eb < b) below += row_mass(sampling_logit_key(v[u][c]));
           const bool in = eb == b;
           const LaneMask hits = warp_ballot(in);
@@ -353,68 +450,73 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
           }
           uint32_t base = 0;
           const int leader = lowest_lane(hits);
-          if (lane == leader) base = atomicAdd(&sh.n_collect, static_cast<uint32_t>(__popcll(hits)));
+          if (lane_ == leader) base = atomicAdd(&sh_.n_collect, static_cast<uint32_t>(__popcll(hits)));
           base = shfl_from(base, leader);
-          const uint32_t pos = base + static_cast<uint32_t>(__popcll(hits & ((LaneMask{1} << lane) - 1)));
+          const uint32_t pos =
+              base + static_cast<uint32_t>(__popcll(hits & ((LaneMask{1} << lane_) - 1)));
           if (in && pos < kCollect) {
-            sh.keys[pos] = key;
-            sh.index[pos] = static_cast<uint32_t>(4 * g + c);
+            sh_.keys[pos] = key;
+            sh_.index[pos] = static_cast<uint32_t>(4 * g + c);
           }
         }
       }
     }
     for (int m = kWarpSize / 2; m > 0; m >>= 1) below += shfl_xor_u64(below, m);
-    if (lane == 0) {
-      sh.slice_below[warp] = below;
-      sh.slice_count[warp] = in_count;
+    if (lane_ == 0) {
+      sh_.slice_below[warp_] = below;
+      sh_.slice_count[warp_] = in_count;
     }
     for (int m = kWarpSize / 2; m > 0; m >>= 1) {
       const uint32_t ol = shfl_xor(lo_key, m), oh = shfl_xor(hi_key, m);
       lo_key = ol < lo_key ? ol : lo_key;
       hi_key = oh > hi_key ? oh : hi_key;
     }
-    if (lane == 0) {
-      atomicMin(&sh.kmin, lo_key);
-      atomicMax(&sh.kmax, hi_key);
+    if (lane_ == 0) {
+      atomicMin(&sh_.kmin, lo_key);
+      atomicMax(&sh_.kmax, hi_key);
     }
     __syncthreads();
-    const uint32_t total = sh.n_collect;
-    overflow = total > kCollect;
-    n_keys = overflow ? kCollect : total;
-    kmin = sh.kmin;
-    kmax = sh.kmax;
-    collected = b;
+    const uint32_t total = sh_.n_collect;
+    overflow_ = total > kCollect;
+    n_keys_ = overflow_ ? kCollect : total;
+    kmin_ = sh_.kmin;
+    kmax_ = sh_.kmax;
+    collected_ = b;
     __syncthreads();
-  };
+  }
+
   // f(key) for every key of the collected bucket.
-  auto for_each_key = [&](auto&& f) {
-    if (!overflow) {
-      for (uint32_t i = tid; i < n_keys; i += kThreads) f(sh.keys[i]);
+  template <typename F>
+  __device__ __forceinline__ void for_each_key(F&& f) {
+    if (!overflow_) {
+      for (uint32_t i = tid_; i < n_keys_; i += kThreads) f(sh_.keys[i]);
       return;
     }
-    for (int32_t g = tid; g < row.groups; g += kThreads) {
+    for (int32_t g = tid_; g < row_.groups; g += kThreads) {
       float v[4];
-      row.load(g, v);
+      row_.load(g, v);
       for (int c = 0; c < 4; ++c) {
-        if (row.valid(g, c) && bucket_of(v[c]) == collected) f(sampling_logit_key(v[c]));
+        if (row_.valid(g, c) && bucket_of(v[c]) == collected_) f(sampling_logit_key(v[c]));
       }
     }
-  };
+  }
+
   // The largest key K of the collected bucket whose elements with keys >= K weigh at least
   // `need` (1 <= need <= the bucket's weight): radix select over the bits where its keys differ.
-  auto select_key = [&](uint64_t need, auto&& weight) -> uint32_t {
-    if (kmin == kmax) return kmin;
-    const int top = 31 - __clz(static_cast<int>(kmin ^ kmax));  // highest differing bit
+  template <typename Weight>
+  __device__ __forceinline__ uint32_t select_key(uint64_t need, Weight&& weight) {
+    if (kmin_ == kmax_) return kmin_;
+    const int top = 31 - __clz(static_cast<int>(kmin_ ^ kmax_));  // highest differing bit
     uint32_t fixed = top == 31 ? 0u : ~((2u << top) - 1u);
-    uint32_t prefix = kmin & fixed;
+    uint32_t prefix = kmin_ & fixed;
     uint64_t above = 0;
     for (int shift_top = top + 1; shift_top > 0;) {
       const int width = shift_top < kDigitBits ? shift_top : kDigitBits;
       const int shift = shift_top - width;
       const int bins = 1 << width;
-      for (int j = tid; j < bins; j += kThreads) {
-        sh.digit_lo[j] = 0;
-        sh.digit_hi[j] = 0;
+      for (int j = tid_; j < bins; j += kThreads) {
+        sh_.digit_lo[j] = 0;
+        sh_.digit_hi[j] = 0;
       }
       __syncthreads();
       for_each_key([&](uint32_t key) {
@@ -422,12 +524,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
         const uint64_t w = weight(key);
         if (w == 0) return;
         const uint32_t d = (key >> shift) & static_cast<uint32_t>(bins - 1);
-        add_split(&sh.digit_lo[d], &sh.digit_hi[d], w);
+        add_split(&sh_.digit_lo[d], &sh_.digit_hi[d], w);
       });
       __syncthreads();
       const Crossing c = find_crossing(
-          bins, [&](int32_t r) { return read_split(sh.digit_lo, sh.digit_hi, bins - 1 - r); },
-          need - above, sh);
+          bins, [&](int32_t r) { return read_split(sh_.digit_lo, sh_.digit_hi, bins - 1 - r); },
+          need - above, sh_);
       const uint32_t digit = static_cast<uint32_t>(bins - 1 - (c.index < 0 ? bins - 1 : c.index));
       above += c.before;
       prefix |= digit << shift;
@@ -435,144 +537,92 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
       shift_top = shift;
     }
     return prefix;
-  };
-
-  // 3. top-k.
-  int32_t bk = kBuckets;  // the top-k bucket; every bucket before it is wholly kept
-  uint64_t bk_mass = 0;   // its mass at or above kth_key
-  if (topk_on) {
-    const Crossing c = find_crossing(
-        clamped ? kBuckets - 1 : kBuckets,
-        [&](int32_t b) { return static_cast<uint64_t>(sh.bucket_count[b]); },
-        static_cast<uint64_t>(p.top_k), sh);
-    // Not found: the k-th largest logit lies in the massless tail, so top-k removes no mass.
-    if (c.index >= 0) {
-      bk = c.index;
-      collect(bk);
-      kth_key = select_key(static_cast<uint64_t>(p.top_k) - c.before,
-                           [](uint32_t) -> uint64_t { return 1; });
-      if (topp_on) {
-        if (kmin == kmax) {
-          bk_mass = read_split(sh.bucket_lo, sh.bucket_hi, bk);
-        } else {
-          uint64_t own = 0;
-          for_each_key([&](uint32_t key) { own += row_mass(key); });
-          uint64_t total;
-          block_exclusive_scan(own, total, sh);
-          bk_mass = total;
-        }
-      }
-    }
   }
 
-  // 4. top-p.
-  uint32_t tau_key = kth_key;
-  if (topp_on) {
-    auto bucket_mass = [&](int32_t b) -> uint64_t {
-      return b < bk ? read_split(sh.bucket_lo, sh.bucket_hi, b) : b == bk ? bk_mass : 0;
-    };
-    uint64_t own = 0;
-    for (int32_t b = tid; b < kBuckets; b += kThreads) own += bucket_mass(b);
-    uint64_t total;
-    block_exclusive_scan(own, total, sh);
-    const uint64_t target = sampling_top_p_target(p.top_p, total);
-    const Crossing c = find_crossing(kBuckets, bucket_mass, target, sh);
-    const int32_t bp = c.index < 0 ? 0 : c.index;  // always found: 1 <= target <= total
-    if (bp != collected) collect(bp);
-    tau_key = select_key(target - c.before, row_mass);
-  }
-
-  // 5. The draw. kept: the mass of a token that survives every filter.
-  auto kept = [&](float logit) -> uint64_t {
-    if (clamped && bucket_of(logit) == kBuckets - 1) return 0;
-    const uint32_t key = sampling_logit_key(logit);
-    return key < tau_key ? 0 : row_mass(key);
-  };
-  const int32_t final_bucket = topp_on ? collected : bk;  // the bucket holding tau_key
-  if (collected >= 0 && collected == final_bucket && (kmin == kmax || !overflow)) {
-    // The slices' kept mass: the collect's sums above the bucket, plus the bucket's kept tokens.
-    if (tid < kWarps) {
-      uint64_t s = sh.slice_below[tid];
-      if (kmin == kmax && kmin >= tau_key) s += sh.slice_count[tid] * row_mass(kmin);
-      sh.slice_lo[tid] = static_cast<uint32_t>(s);
-      sh.slice_hi[tid] = static_cast<uint32_t>(s >> 32);
-    }
-    __syncthreads();
-    if (kmin != kmax) {
-      for (uint32_t i = tid; i < n_keys; i += kThreads) {
-        const uint32_t key = sh.keys[i];
-        if (key < tau_key) continue;
-        const uint64_t m = row_mass(key);
-        const int32_t w = static_cast<int32_t>(sh.index[i] / 4) / per_slice;
-        if (m != 0) add_split(&sh.slice_lo[w], &sh.slice_hi[w], m);
+  // Each draw slice's kept mass, into sh_.warp_part: from the collect's sums above the bucket
+  // that holds the final threshold plus that bucket's kept tokens when it was collected whole,
+  // else by a pass over the slice.
+  __device__ __forceinline__ void slice_masses() {
+    const int32_t final_bucket = topp_on_ ? collected_ : bk_;  // the bucket holding tau_key_
+    if (collected_ >= 0 && collected_ == final_bucket && (kmin_ == kmax_ || !overflow_)) {
+      if (tid_ < kWarps) {
+        uint64_t s = sh_.slice_below[tid_];
+        if (kmin_ == kmax_ && kmin_ >= tau_key_) s += sh_.slice_count[tid_] * row_mass(kmin_);
+        sh_.slice_lo[tid_] = static_cast<uint32_t>(s);
+        sh_.slice_hi[tid_] = static_cast<uint32_t>(s >> 32);
       }
       __syncthreads();
+      if (kmin_ != kmax_) {
+        for (uint32_t i = tid_; i < n_keys_; i += kThreads) {
+          const uint32_t key = sh_.keys[i];
+          if (key < tau_key_) continue;
+          const uint64_t m = row_mass(key);
+          const int32_t w = static_cast<int32_t>(sh_.index[i] / 4) / per_slice_;
+          if (m != 0) add_split(&sh_.slice_lo[w], &sh_.slice_hi[w], m);
+        }
+        __syncthreads();
+      }
+      if (tid_ < kWarps) sh_.warp_part[tid_] = read_split(sh_.slice_lo, sh_.slice_hi, tid_);
+      __syncthreads();
+      return;
     }
-    if (tid < kWarps) sh.warp_part[tid] = read_split(sh.slice_lo, sh.slice_hi, tid);
-    __syncthreads();
-  } else {
-    const int32_t begin = my_begin, end = my_end;
     uint64_t own = 0;
     constexpr int kUnroll = 2;
-    for (int32_t g0 = begin + lane; g0 < end; g0 += kUnroll * kWarpSize) {
+    for (int32_t g0 = my_begin_ + lane_; g0 < my_end_; g0 += kUnroll * kWarpSize) {
       float v[kUnroll][4];
       for (int u = 0; u < kUnroll; ++u) {
         const int32_t g = g0 + u * kWarpSize;
-        if (g < end) row.load(g, v[u]);
+        if (g < my_end_) row_.load(g, v[u]);
       }
       for (int u = 0; u < kUnroll; ++u) {
         const int32_t g = g0 + u * kWarpSize;
-        if (g >= end) break;
+        if (g >= my_end_) break;
         for (int c = 0; c < 4; ++c) {
-          if (row.valid(g, c)) own += kept(v[u][c]);
+          if (row_.valid(g, c)) own += kept(v[u][c]);
         }
       }
     }
     for (int m = kWarpSize / 2; m > 0; m >>= 1) own += shfl_xor_u64(own, m);
-    if (lane == 0) sh.warp_part[warp] = own;
+    if (lane_ == 0) sh_.warp_part[warp_] = own;
     __syncthreads();
   }
-  uint64_t kept_mass = 0;
-  for (int w = 0; w < kWarps; ++w) kept_mass += sh.warp_part[w];
-  const uint64_t point = sampling_draw_point(p.draw_bits, kept_mass);
-  // The slice holding the point (the most likely token keeps mass 2^40, so kept_mass > point).
-  uint64_t acc = 0;
-  int32_t slice = kWarps - 1;
-  for (int w = 0; w < kWarps; ++w) {
-    const uint64_t s = sh.warp_part[w];
-    if (acc + s > point) {
-      slice = w;
-      break;
-    }
-    acc += s;
-  }
-  __syncthreads();  // warp_part is reused by the scans below
-  const int32_t begin = slice * per_slice;
-  const int32_t end = begin + per_slice < row.groups ? begin + per_slice : row.groups;
-  for (int32_t base = begin; base < end; base += kThreads) {  // uniform: acc is the same everywhere
-    const int32_t g = base + tid;
-    uint64_t q[4] = {0, 0, 0, 0};
-    if (g < end) {
-      float v[4];
-      row.load(g, v);
-      for (int c = 0; c < 4; ++c) q[c] = row.valid(g, c) ? kept(v[c]) : 0;
-    }
-    const uint64_t mine = q[0] + q[1] + q[2] + q[3];
-    uint64_t chunk;
-    const uint64_t excl = acc + block_exclusive_scan(mine, chunk, sh);
-    if (excl <= point && point < excl + mine) {
-      uint64_t upto = excl;
-      for (int c = 0; c < 4; ++c) {
-        if (q[c] != 0 && upto + q[c] > point) {
-          tokens[blockIdx.x] = 4 * g + c;
-          break;
-        }
-        upto += q[c];
-      }
-    }
-    acc += chunk;
-    if (acc > point) break;
-  }
+
+  SampleShared& sh_;
+  const SampleRow p_;
+  RowView row_;
+  const int tid_, warp_, lane_;
+  float max_logit_ = 0, min_logit_ = 0;
+  int32_t argmax_ = -1;
+  float temperature_ = 0, scale_ = 0;
+  bool clamped_ = false, topk_on_ = false, topp_on_ = false;
+  int32_t per_slice_ = 0, my_begin_ = 0, my_end_ = 0;  // this warp's draw slice, in groups
+  uint32_t kth_key_ = 0;        // top-k's threshold key (0: none)
+  int32_t bk_ = kBuckets;       // the top-k bucket; every bucket before it is wholly kept
+  uint64_t bk_mass_ = 0;        // its mass at or above kth_key_
+  uint32_t tau_key_ = 0;        // the final threshold key (top-p's, else top-k's)
+  int32_t collected_ = -1;      // the bucket whose keys collect() gathered
+  uint32_t n_keys_ = 0, kmin_ = 0, kmax_ = 0;
+  bool overflow_ = false;       // its keys did not fit in shared memory
+};
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int64_t vocab64,
+                                                          LaunchRows rows, int32_t* tokens) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
+  __shared__ SampleShared sh;
+  RowSampling s(sh, rows.row[blockIdx.x], logits + blockIdx.x * vocab64, vocab64);
+  s.find_extremes();
+  // Greedy rows end here. A sampled row's draw overwrites this below; one whose filters keep no
+  // mass (non-finite logits) keeps its argmax instead of whatever the buffer held (-1 when no
+  // logit is a number: the engine refuses ids outside the vocabulary).
+  if (threadIdx.x == 0) tokens[blockIdx.x] = s.argmax();
+  if (s.greedy()) return;
+  s.plan();
+  s.histogram();
+  s.assign_slices();
+  s.top_k();
+  s.top_p();
+  s.draw(&tokens[blockIdx.x]);
 }
 
 }  // namespace
