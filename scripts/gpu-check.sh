@@ -33,6 +33,11 @@
 #            and with TESSERA_OVERLAP_LAUNCHES=0
 #   overlap_serve  the 8B-shaped model served with and without overlapping launches (GEMMs tuned
 #            at start in each), `tessera bench serve` at concurrency 1 and 64
+#   ab       two builds side by side (BEFORE=<the other build's bundle dir>, e.g. the commit before
+#            a refactor; AB_PART=logits|serve|both): the 8B-shaped model's logits and 64 greedy
+#            tokens from each on 3 prompts, compared bit for bit; the sampling kernel's timings
+#            from each build's GPU tests; `tessera bench serve` at concurrency 1 and 64 on each,
+#            the builds alternating
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -44,7 +49,7 @@
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-stage=${1:?usage: scripts/gpu-check.sh kernels|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve [BUNDLE_DIR]}
+stage=${1:?usage: scripts/gpu-check.sh kernels|ab|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve [BUNDLE_DIR]}
 bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
@@ -94,7 +99,7 @@ wait_ready() {  # admin HTTP /readyz answers 200; fails at once when the server 
 # once it is ready (server_pid set), else reports and fails the stage.
 start_server() {
   local name=$1; shift
-  "$bundle/bin/tesserad" --model /tmp/llama8b --backend gpu --listen 127.0.0.1:50051 \
+  "${TESSERAD:-$bundle/bin/tesserad}" --model /tmp/llama8b --backend gpu --listen 127.0.0.1:50051 \
     --max-num-seqs 64 --log-format json "$@" > "$out/tesserad_$name.log" 2>&1 &
   server_pid=$!
   wait_ready && return 0
@@ -340,8 +345,58 @@ run_overlap_serve() {
   done
 }
 
+# The 8B-shaped random model at /tmp/llama8b, made once per machine (kept between calls).
+ensure_llama8b() {
+  [[ -f /tmp/llama8b.done ]] && return 0
+  rm -rf /tmp/llama8b
+  python3 tests/reference/random_llama.py /tmp/llama8b > "$out/random_llama.log" 2>&1 \
+    || { tail -5 "$out/random_llama.log"; status=1; return 1; }
+  touch /tmp/llama8b.done
+}
+
+run_ab() {
+  local before=${BEFORE:?BEFORE=<bundle dir> names the build to compare with}
+  local part=${AB_PART:-both}
+  ensure_llama8b || return
+  if [[ $part != serve ]]; then
+    kernel_tests '^\[ metric \] sample'
+    "$before/bin/gpu_kernel_tests" --gtest_color=no --gtest_filter='*Sampl*' > "$out/before_sampling.log" 2>&1 \
+      || { echo "before: sampling tests failed"; status=1; }
+    echo "== before: sampling metrics"; grep -E '^\[ metric \] sample' "$out/before_sampling.log"
+    local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
+    for side in before after; do
+      local b=$([[ $side == before ]] && echo "$before" || echo "$bundle")
+      TESSERA_BACKEND=gpu "$b/bin/dump_logits" /tmp/llama8b "$out/ab_$side.json" "${prompts[@]}" \
+        > "$out/ab_$side.log" 2>&1 || { echo "dump_logits ($side) failed"; tail -3 "$out/ab_$side.log"; status=1; }
+    done
+    python3 - "$out"/ab_{before,after}.json <<'PY' || status=1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+ok = len(a) == len(b) > 0
+print("prompt  logits_identical  max_abs_diff  greedy_identical")
+for i, (x, y) in enumerate(zip(a, b)):
+    same = x["logits"] == y["logits"]
+    diff = max(abs(p - q) for p, q in zip(x["logits"], y["logits"]))
+    print(f"{i:6d}  {str(same):16s}  {diff:.3e}     {x['greedy'] == y['greedy']}")
+    ok &= same and x["greedy"] == y["greedy"]
+sys.exit(0 if ok else 1)
+PY
+  fi
+  [[ $part == logits ]] && return
+  for c in 1 64; do
+    for side in before after; do
+      local b=$([[ $side == before ]] && echo "$before" || echo "$bundle")
+      TESSERAD="$b/bin/tesserad" start_server "ab_${side}_c$c" || continue
+      bench_serve "ab_$side" $c
+      stop_server
+      echo "$side c=$c: $(grep -m1 "output throughput" "$out/serve_ab_${side}_c$c.log") $(grep -m1 "^ITL" "$out/serve_ab_${side}_c$c.log")"
+    done
+  done
+}
+
 case "$stage" in
   kernels) run_kernels ;;
+  ab) run_ab ;;
   multi) run_multi ;;
   tuning) run_tuning ;;
   e2e) run_e2e ;;

@@ -1,5 +1,5 @@
 // Tests, methods, globals, argument binding and %-formatting. The filters live in
-// jinja_filters.cc.
+// filters.cc.
 #include "runtime/jinja/builtins.h"
 
 #include <cmath>

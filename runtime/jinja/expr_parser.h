@@ -1,5 +1,5 @@
 // The expression half of the template parser (jinja2/parser.py from parse_expression down) and
-// the token cursor it shares with the statement parser in jinja_parser.cc. Internal.
+// the token cursor it shares with the statement parser in parser.cc. Internal.
 #pragma once
 
 #include <algorithm>
