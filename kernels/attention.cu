@@ -1,4 +1,6 @@
-// RoPE + paged KV-cache write, and paged causal attention for mixed prefill + decode batches.
+// RoPE + paged KV-cache write (after the q/k/v prologue: bias, q/k head norms), and paged causal
+// attention for mixed prefill + decode batches (soft-capping and sliding windows in the generic
+// kernel).
 //
 // The generic attention kernel: one CTA per (token, query head), each warp walking a strided
 // subset of that token's keys with an online softmax, the warps merged at the end. It serves the
@@ -17,13 +19,28 @@ namespace {
 constexpr int kAttnWarps = 4;
 constexpr int kPerLane = (kMaxHeadDim + kWarpSize - 1) / kWarpSize;
 
-// grid (n_tokens, n_heads + 2 * n_kv_heads), block head_dim / 2: rotates q and k heads in place,
-// then writes k and v heads to the cache slot of the token (slots < 0 are padding: skipped).
-// Dimension pair i of a head is (i, i + half), or (2i, 2i + 1) when `interleaved`.
+// The sum of v over the block's threads (every thread calls it).
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float warp_sums[1024 / kWarpSize];
+  for (int m = kWarpSize / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < static_cast<int>((blockDim.x + kWarpSize - 1) / kWarpSize); ++w) total += warp_sums[w];
+  __syncthreads();
+  return total;
+}
+
+// grid (n_tokens, n_heads + 2 * n_kv_heads), block max(head_dim / 2, warp) with each thread on
+// at most one dimension pair: applies the prologue (bias, q/k head norm), rotates q and k heads
+// in place, then writes k and v heads to the cache slot of the token (slots < 0 are padding:
+// skipped). Dimension pair i of a head is (i, i + half), or (2i, 2i + 1) when `interleaved`.
 template <typename T>
 __global__ void rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep step,
                                       int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                                      bool interleaved, T* k_cache, T* v_cache) {
+                                      bool interleaved, QkvPrologueArgs<T> prologue, T* k_cache,
+                                      T* v_cache) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   const int64_t t = blockIdx.x;
@@ -33,9 +50,34 @@ __global__ void rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep 
   T* head = qkv + t * width + static_cast<int64_t>(h) * head_dim;
   const int64_t slot = step.slot_mapping[t];
   const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * head_dim;
-  for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+  const T* norm = h < num_heads ? prologue.q_norm : h < num_heads + num_kv_heads ? prologue.k_norm : nullptr;
+  const bool has_prologue = prologue.bias != nullptr || norm != nullptr;
+  for (int32_t i = threadIdx.x; has_prologue || i < half; i += blockDim.x) {
+    const bool mine = i < half;
     const int32_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
-    float x0 = to_float(head[i0]), x1 = to_float(head[i1]);
+    float x0 = mine ? to_float(head[i0]) : 0.0f, x1 = mine ? to_float(head[i1]) : 0.0f;
+    if (prologue.bias != nullptr && mine) {
+      const T* b = prologue.bias + static_cast<int64_t>(h) * head_dim;
+      x0 += to_float(b[i0]);
+      x1 += to_float(b[i1]);
+    }
+    if (norm != nullptr) {
+      // The block covers the head's pairs in one pass (threads >= half), so the sum is whole.
+      const float inv_rms = rsqrtf(block_sum(x0 * x0 + x1 * x1) / static_cast<float>(head_dim) +
+                                   prologue.norm_eps);
+      if (mine) {
+        x0 *= inv_rms * (prologue.norm_offset + to_float(norm[i0]));
+        x1 *= inv_rms * (prologue.norm_offset + to_float(norm[i1]));
+      }
+    }
+    if (!mine) break;
+    if (has_prologue) {
+      // q and v keep their prologue's result in the qkv rows; k is rewritten rotated below.
+      head[i0] = from_float<T>(x0);
+      head[i1] = from_float<T>(x1);
+      x0 = to_float(head[i0]);
+      x1 = to_float(head[i1]);
+    }
     if (h < num_heads + num_kv_heads) {
       float s, c;
       sincosf(static_cast<float>(step.positions[t]) * inv_freq[i], &s, &c);
@@ -52,6 +94,7 @@ __global__ void rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep 
       dst[i0] = from_float<T>(x0);
       dst[i1] = from_float<T>(x1);
     }
+    if (has_prologue) break;  // one pass: the block has a thread per pair
   }
 }
 
@@ -60,7 +103,7 @@ template <typename T>
 __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cache,
                                  int32_t block_size, DeviceStep step, int32_t num_heads,
                                  int32_t num_kv_heads, int32_t head_dim, float scale,
-                                 bool skip_decode, T* out) {
+                                 float softcap, int32_t window, bool skip_decode, T* out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   __shared__ float q_s[kMaxHeadDim];
@@ -76,6 +119,8 @@ __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cach
   if (skip_decode && step.query_start[seq + 1] - step.query_start[seq] == 1) return;
   const int32_t* table = step.block_tables + static_cast<int64_t>(seq) * step.max_blocks;
   const int32_t n_keys = step.positions[t] + 1;  // causal by position
+  // A sliding-window layer's query sees only the last `window` positions.
+  const int32_t first_key = window > 0 && n_keys > window ? n_keys - window : 0;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
 
   const T* q = qkv + t * width + static_cast<int64_t>(h) * head_dim;
@@ -87,7 +132,7 @@ __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cach
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) acc[k] = 0.0f;
 
-  for (int32_t j = warp; j < n_keys; j += kAttnWarps) {
+  for (int32_t j = first_key + warp; j < n_keys; j += kAttnWarps) {
     const int64_t slot = static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
     const int64_t base = slot * kv_row + static_cast<int64_t>(kv_head) * head_dim;
     float dot = 0.0f;
@@ -97,6 +142,7 @@ __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cach
       if (i < head_dim) dot += q_s[i] * to_float(k_cache[base + i]);
     }
     for (int s = kWarpSize / 2; s > 0; s >>= 1) dot += shfl_xor(dot, s);
+    if (softcap > 0.0f) dot = softcap * tanhf(dot / softcap);
     const float m_new = fmaxf(m, dot);
     const float alpha = __expf(m - m_new), p = __expf(dot - m_new);
     l = l * alpha + p;
@@ -141,35 +187,39 @@ __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cach
 template <typename T>
 gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
                           int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                          bool interleaved, T* k_cache, T* v_cache, gpuStream_t stream) {
+                          bool interleaved, const QkvPrologueArgs<T>& prologue, T* k_cache,
+                          T* v_cache, gpuStream_t stream) {
   if (step.num_tokens <= 0) return gpuSuccess;
+  if (head_dim / 2 > 1024) return gpuErrorInvalidValue;  // a thread per pair
   const dim3 grid(static_cast<unsigned>(step.num_tokens),
                   static_cast<unsigned>(num_heads + 2 * num_kv_heads));
   const int threads = head_dim / 2 < kWarpSize ? kWarpSize : head_dim / 2;
   return launch(rope_and_cache_kernel<T>, grid, dim3(threads), 0, stream, qkv, inv_freq, step,
-                num_heads, num_kv_heads, head_dim, interleaved, k_cache, v_cache);
+                num_heads, num_kv_heads, head_dim, interleaved, prologue, k_cache, v_cache);
 }
 
 template <typename T>
 gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                              const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                             int32_t head_dim, float scale, bool skip_decode, T* out,
-                             gpuStream_t stream) {
+                             int32_t head_dim, float scale, float softcap, int32_t window,
+                             bool skip_decode, T* out, gpuStream_t stream) {
   if (step.num_tokens <= 0) return gpuSuccess;
   if (head_dim > kMaxHeadDim || num_kv_heads <= 0 || num_heads % num_kv_heads != 0) {
     return gpuErrorInvalidValue;
   }
   const dim3 grid(static_cast<unsigned>(step.num_tokens), static_cast<unsigned>(num_heads));
   return launch(attention_kernel<T>, grid, dim3(kAttnWarps * kWarpSize), 0, stream, qkv, k_cache,
-                v_cache, block_size, step, num_heads, num_kv_heads, head_dim, scale, skip_decode,
-                out);
+                v_cache, block_size, step, num_heads, num_kv_heads, head_dim, scale, softcap, window,
+                skip_decode, out);
 }
 
 #define TESSERA_ATTENTION_LAUNCHERS(T)                                                           \
   template gpuError_t rope_and_cache(T*, const float*, const DeviceStep&, int32_t, int32_t,       \
-                                     int32_t, bool, T*, T*, gpuStream_t);                         \
+                                     int32_t, bool, const QkvPrologueArgs<T>&, T*, T*,            \
+                                     gpuStream_t);                                                \
   template gpuError_t attention_generic(const T*, const T*, const T*, int32_t, const DeviceStep&, \
-                                        int32_t, int32_t, int32_t, float, bool, T*, gpuStream_t);
+                                        int32_t, int32_t, int32_t, float, float, int32_t, bool,   \
+                                        T*, gpuStream_t);
 TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_ATTENTION_LAUNCHERS)
 #undef TESSERA_ATTENTION_LAUNCHERS
 

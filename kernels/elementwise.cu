@@ -1,6 +1,7 @@
-// Elementwise and row-wise GPU kernels: dtype conversion, embedding, RMSNorm (plain and fused
-// with the residual add), SiLU-and-mul, row gather, and a seeded uniform fill (benchmark inputs
-// made on the device). 16-bit storage (T: gpu_bf16 or gpu_f16), fp32 arithmetic.
+// Elementwise and row-wise GPU kernels: dtype conversion, embedding (scaled), RMSNorm (plain and
+// fused with the residual add, weights with an offset), gated activations (SiLU, GELU-tanh),
+// soft-capping, row gather, and a seeded uniform fill (benchmark inputs made on the device).
+// 16-bit storage (T: gpu_bf16 or gpu_f16), fp32 arithmetic.
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/gpu_ops.h"
 #include "kernels/launch.h"
@@ -45,7 +46,7 @@ __global__ void fill_uniform_kernel(T* dst, int64_t n, uint64_t seed, float lo, 
 
 template <typename T>
 __global__ void embedding_kernel(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids,
-                                 T* out) {
+                                 float scale, T* out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   const int64_t t = blockIdx.x;
@@ -53,12 +54,18 @@ __global__ void embedding_kernel(const T* table, int64_t vocab, int64_t hidden, 
   if (id < 0 || id >= vocab) id = 0;  // ids are validated upstream; clamp as the CPU does
   const T* src = table + id * hidden;
   T* dst = out + t * hidden;
-  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = src[i];
+  if (scale == 1.0f) {
+    for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = src[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+      dst[i] = from_float<T>(to_float(src[i]) * scale);
+    }
+  }
 }
 
 template <typename T>
 __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hidden, float eps,
-                                T* out) {
+                                float weight_offset, T* out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   __shared__ float shared[kThreads / kWarpSize + 1];
@@ -80,12 +87,20 @@ __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hid
   const T* src = rr != nullptr ? rr : xr;
   T* o = out + row * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    o[i] = from_float<T>(to_float(src[i]) * inv_rms * to_float(w[i]));
+    // An offset of 0 multiplies by w itself (not 0 + w, which would turn -0 into +0).
+    const float wi = weight_offset == 0.0f ? to_float(w[i]) : weight_offset + to_float(w[i]);
+    o[i] = from_float<T>(to_float(src[i]) * inv_rms * wi);
   }
 }
 
+__device__ __forceinline__ float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
 template <typename T>
-__global__ void silu_mul_kernel(const T* gate_up, int64_t n, int64_t inter, T* out) {
+__global__ void gated_activation_kernel(const T* gate_up, int64_t n, int64_t inter, bool gelu,
+                                        T* out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   const int64_t total = n * inter;
@@ -94,7 +109,16 @@ __global__ void silu_mul_kernel(const T* gate_up, int64_t n, int64_t inter, T* o
     const int64_t t = i / inter, j = i % inter;
     const float g = to_float(gate_up[t * 2 * inter + j]);
     const float u = to_float(gate_up[t * 2 * inter + inter + j]);
-    out[i] = from_float<T>(g / (1.0f + __expf(-g)) * u);
+    out[i] = from_float<T>((gelu ? gelu_tanh(g) : g / (1.0f + __expf(-g))) * u);
+  }
+}
+
+__global__ void soft_cap_kernel(float* x, int64_t n, float cap) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    x[i] = cap * tanhf(x[i] / cap);
   }
 }
 
@@ -131,25 +155,31 @@ gpuError_t fill_uniform(T* dst, int64_t n, uint64_t seed, float lo, float hi,
 
 template <typename T>
 gpuError_t embedding(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
-                     T* out, gpuStream_t stream) {
+                     float scale, T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
   return launch(embedding_kernel<T>, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream,
-                table, vocab, hidden, ids, out);
+                table, vocab, hidden, ids, scale, out);
 }
 
 template <typename T>
 gpuError_t rms_norm(T* residual, const T* x, const T* w, int64_t n, int64_t hidden, float eps,
-                    T* out, gpuStream_t stream) {
+                    float weight_offset, T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
   return launch(rms_norm_kernel<T>, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream,
-                residual, x, w, hidden, eps, out);
+                residual, x, w, hidden, eps, weight_offset, out);
 }
 
 template <typename T>
-gpuError_t silu_mul(const T* gate_up, int64_t n, int64_t inter, T* out, gpuStream_t stream) {
+gpuError_t gated_activation(const T* gate_up, int64_t n, int64_t inter, bool gelu, T* out,
+                            gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
-  return launch(silu_mul_kernel<T>, dim3(grid_for(n * inter)), dim3(kThreads), 0, stream, gate_up,
-                n, inter, out);
+  return launch(gated_activation_kernel<T>, dim3(grid_for(n * inter)), dim3(kThreads), 0, stream,
+                gate_up, n, inter, gelu, out);
+}
+
+gpuError_t soft_cap(float* x, int64_t n, float cap, gpuStream_t stream) {
+  if (n <= 0) return gpuSuccess;
+  return launch(soft_cap_kernel, dim3(grid_for(n)), dim3(kThreads), 0, stream, x, n, cap);
 }
 
 template <typename T>
@@ -163,10 +193,11 @@ gpuError_t gather_rows(const T* x, int64_t hidden, const int32_t* rows, int64_t 
 #define TESSERA_ELEMENTWISE_LAUNCHERS(T)                                                        \
   template gpuError_t convert_f32(const float*, T*, int64_t, gpuStream_t);                      \
   template gpuError_t fill_uniform(T*, int64_t, uint64_t, float, float, gpuStream_t);           \
-  template gpuError_t embedding(const T*, int64_t, int64_t, const int32_t*, int64_t, T*,        \
+  template gpuError_t embedding(const T*, int64_t, int64_t, const int32_t*, int64_t, float, T*, \
                                 gpuStream_t);                                                   \
-  template gpuError_t rms_norm(T*, const T*, const T*, int64_t, int64_t, float, T*, gpuStream_t); \
-  template gpuError_t silu_mul(const T*, int64_t, int64_t, T*, gpuStream_t);                    \
+  template gpuError_t rms_norm(T*, const T*, const T*, int64_t, int64_t, float, float, T*,       \
+                               gpuStream_t);                                                    \
+  template gpuError_t gated_activation(const T*, int64_t, int64_t, bool, T*, gpuStream_t);      \
   template gpuError_t gather_rows(const T*, int64_t, const int32_t*, int64_t, T*, gpuStream_t);
 TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_ELEMENTWISE_LAUNCHERS)
 #undef TESSERA_ELEMENTWISE_LAUNCHERS

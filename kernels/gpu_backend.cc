@@ -408,30 +408,30 @@ void GpuBackend::begin_graph_step(const StepBatch& batch, int32_t max_context) {
   step_.max_decode_context = std::max(step_.max_decode_context, max_context);
 }
 
-void GpuBackend::embedding(const Tensor& table, const Tensor& out) {
+void GpuBackend::embedding(const Tensor& table, float scale, const Tensor& out) {
   if (!check_dtype(table, dtype_, "embedding", "table") ||
       !check_dtype(out, dtype_, "embedding", "out")) {
     return;
   }
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     return gpu::embedding(elements<T>(table), table.dim(0), table.dim(1), step_.token_ids,
-                          step_.num_tokens, elements<T>(out), stream_);
+                          step_.num_tokens, scale, elements<T>(out), stream_);
   })));
 }
 
-void GpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+void GpuBackend::rms_norm(const Tensor& x, const Tensor& w, NormSpec norm, const Tensor& out) {
   if (!check_dtype(x, dtype_, "rms_norm", "x") || !check_dtype(w, dtype_, "rms_norm", "w") ||
       !check_dtype(out, dtype_, "rms_norm", "out")) {
     return;
   }
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
-    return gpu::rms_norm<T>(nullptr, elements<T>(x), elements<T>(w), x.dim(0), x.dim(1), eps,
-                            elements<T>(out), stream_);
+    return gpu::rms_norm<T>(nullptr, elements<T>(x), elements<T>(w), x.dim(0), x.dim(1), norm.eps,
+                            norm.weight_offset, elements<T>(out), stream_);
   })));
 }
 
-void GpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
-                              const Tensor& out) {
+void GpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w,
+                              NormSpec norm, const Tensor& out) {
   if (!check_dtype(residual, dtype_, "add_rms_norm", "residual") ||
       !check_dtype(x, dtype_, "add_rms_norm", "x") ||
       !check_dtype(w, dtype_, "add_rms_norm", "w") ||
@@ -440,7 +440,7 @@ void GpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Ten
   }
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     return gpu::rms_norm(elements<T>(residual), elements<T>(x), elements<T>(w), x.dim(0),
-                         x.dim(1), eps, elements<T>(out), stream_);
+                         x.dim(1), norm.eps, norm.weight_offset, elements<T>(out), stream_);
   })));
 }
 
@@ -464,23 +464,35 @@ void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
 }
 
 void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
-                                const KvLayerView& cache) {
+                                const QkvPrologue& prologue, const KvLayerView& cache) {
   if (!check_dtype(qkv, dtype_, "rope_and_cache", "qkv") ||
       !check_dtype(inv_freq, DType::kF32, "rope_and_cache", "inv_freq") ||
       !check_dtype(cache.k, dtype_, "rope_and_cache", "k cache") ||
       !check_dtype(cache.v, dtype_, "rope_and_cache", "v cache")) {
     return;
   }
+  bool ok = true;
+  const auto check = [&](const Tensor* t, const char* what) {
+    if (t != nullptr) ok = check_dtype(*t, dtype_, "rope_and_cache", what) && ok;
+  };
+  check(prologue.bias, "bias");
+  check(prologue.q_norm, "q_norm");
+  check(prologue.k_norm, "k_norm");
+  if (!ok) return;
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    const auto data = [](const Tensor* t) { return t != nullptr ? elements<T>(*t) : nullptr; };
+    const gpu::QkvPrologueArgs<T> args{data(prologue.bias), data(prologue.q_norm),
+                                       data(prologue.k_norm), prologue.norm.eps,
+                                       prologue.norm.weight_offset};
     return gpu::rope_and_cache(elements<T>(qkv), inv_freq.as<float>(), step_, shape.num_heads,
                                shape.num_kv_heads, shape.head_dim,
-                               shape.rope_style == RopeStyle::kInterleaved, elements<T>(cache.k),
-                               elements<T>(cache.v), stream_);
+                               shape.rope_style == RopeStyle::kInterleaved, args,
+                               elements<T>(cache.k), elements<T>(cache.v), stream_);
   })));
 }
 
 void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
-                           float scale, const Tensor& out) {
+                           const AttentionSpec& spec, const Tensor& out) {
   if (!check_dtype(qkv, dtype_, "attention", "qkv") ||
       !check_dtype(cache.k, dtype_, "attention", "k cache") ||
       !check_dtype(out, dtype_, "attention", "out")) {
@@ -494,14 +506,19 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
   const int32_t bs = cache.block_size(), h = shape.num_heads, kvh = shape.num_kv_heads,
                 d = shape.head_dim;
   // Decode sequences go to the split-KV kernel when it takes this shape; prefill sequences to the
-  // tensor-core kernel when both take it, else everything left to the generic kernel.
-  const bool fast_decode = kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
+  // tensor-core kernel when both take it, else everything left to the generic kernel (the only
+  // one with soft-capping and sliding windows so far).
+  const float scale = spec.scale;
+  const bool plain = spec.softcap == 0.0f && spec.window == 0;
+  const bool fast_decode =
+      plain && kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
   const bool fast_prefill = fast_decode && gpu::prefill_kernel_supported(d);
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     const T *q = elements<T>(qkv), *k = elements<T>(cache.k), *v = elements<T>(cache.v);
     return fast_prefill ? gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale,
                                                  /*causal=*/true, elements<T>(out), stream_)
                         : gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale,
+                                                 spec.softcap, spec.window,
                                                  /*skip_decode=*/fast_decode, elements<T>(out),
                                                  stream_);
   })));
@@ -537,15 +554,20 @@ absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {
   return absl::OkStatus();
 }
 
-void GpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
-  if (!check_dtype(gate_up, dtype_, "silu_mul", "gate_up") ||
-      !check_dtype(out, dtype_, "silu_mul", "out")) {
+void GpuBackend::gated_activation(const Tensor& gate_up, Activation act, const Tensor& out) {
+  if (!check_dtype(gate_up, dtype_, "gated_activation", "gate_up") ||
+      !check_dtype(out, dtype_, "gated_activation", "out")) {
     return;
   }
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
-    return gpu::silu_mul(elements<T>(gate_up), gate_up.dim(0), out.dim(1), elements<T>(out),
-                         stream_);
+    return gpu::gated_activation(elements<T>(gate_up), gate_up.dim(0), out.dim(1),
+                                 act == Activation::kGeluTanh, elements<T>(out), stream_);
   })));
+}
+
+void GpuBackend::soft_cap(const Tensor& x, float cap) {
+  if (!check_dtype(x, DType::kF32, "soft_cap", "x")) return;
+  record_error(GPU_STATUS(gpu::soft_cap(x.as<float>(), x.numel(), cap, stream_)));
 }
 
 void GpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {

@@ -42,16 +42,17 @@ class GpuBackend final : public Backend {
   void copy_to(Backend& to, void* dst, const void* src, size_t bytes) override;
 
   void begin_step(const StepBatch& batch) override;
-  void embedding(const Tensor& table, const Tensor& out) override;
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
-  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+  void embedding(const Tensor& table, float scale, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, NormSpec norm, const Tensor& out) override;
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, NormSpec norm,
                     const Tensor& out) override;
   void linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
-                      const KvLayerView& cache) override;
-  void attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape, float scale,
-                 const Tensor& out) override;
-  void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+                      const QkvPrologue& prologue, const KvLayerView& cache) override;
+  void attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
+                 const AttentionSpec& spec, const Tensor& out) override;
+  void gated_activation(const Tensor& gate_up, Activation act, const Tensor& out) override;
+  void soft_cap(const Tensor& x, float cap) override;
   void gather_logit_rows(const Tensor& x, const Tensor& out) override;
   void sample(const Tensor& logits, std::span<const SamplingRow> rows,
               const Tensor& tokens) override;

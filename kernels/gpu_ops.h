@@ -43,37 +43,58 @@ gpuError_t convert_f32(const float* src, T* dst, int64_t n, gpuStream_t stream);
 // dst[i] = uniform in [lo, hi), from (seed, i): benchmark inputs without a host round trip.
 template <typename T>
 gpuError_t fill_uniform(T* dst, int64_t n, uint64_t seed, float lo, float hi, gpuStream_t stream);
+// out = table[ids] * scale (a plain copy at scale 1).
 template <typename T>
 gpuError_t embedding(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
-                     T* out, gpuStream_t stream);
-// residual may be null (plain rms_norm); otherwise residual += x first.
+                     float scale, T* out, gpuStream_t stream);
+// out = x / rms(x) * (weight_offset + w); residual may be null (plain rms_norm), otherwise
+// residual += x first and the sum is normalized.
 template <typename T>
 gpuError_t rms_norm(T* residual, const T* x, const T* w, int64_t n, int64_t hidden, float eps,
-                    T* out, gpuStream_t stream);
+                    float weight_offset, T* out, gpuStream_t stream);
+// out = act(gate) * up, act SiLU or (gelu) GELU-tanh.
 template <typename T>
-gpuError_t silu_mul(const T* gate_up, int64_t n, int64_t inter, T* out, gpuStream_t stream);
+gpuError_t gated_activation(const T* gate_up, int64_t n, int64_t inter, bool gelu, T* out,
+                            gpuStream_t stream);
+// x[i] = cap * tanh(x[i] / cap), fp32 in place.
+gpuError_t soft_cap(float* x, int64_t n, float cap, gpuStream_t stream);
 template <typename T>
 gpuError_t gather_rows(const T* x, int64_t hidden, const int32_t* rows, int64_t n_rows, T* out,
                        gpuStream_t stream);
 
-// RoPE on q and k (pairs (i, i + d/2), or (2i, 2i + 1) when `interleaved`), then k and v to the
-// cache at the step's slots (slot < 0: padding, not written). The attention launchers below, like
-// the elementwise ones, are built for T = gpu_bf16 and gpu_f16.
+// What rope_and_cache applies first (null: not applied): bias [qkv_width] on q, k and v, then
+// each q / k head RMS-normalized by q_norm / k_norm [head_dim] (weights scaled as
+// (norm_offset + w)).
+template <typename T>
+struct QkvPrologueArgs {
+  const T* bias = nullptr;
+  const T* q_norm = nullptr;
+  const T* k_norm = nullptr;
+  float norm_eps = 1e-6f;
+  float norm_offset = 0.0f;
+};
+
+// The prologue, RoPE on q and k (pairs (i, i + d/2), or (2i, 2i + 1) when `interleaved`), then k
+// and v to the cache at the step's slots (slot < 0: padding, not written). The attention
+// launchers below, like the elementwise ones, are built for T = gpu_bf16 and gpu_f16.
 template <typename T>
 gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
                           int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                          bool interleaved, T* k_cache, T* v_cache, gpuStream_t stream);
+                          bool interleaved, const QkvPrologueArgs<T>& prologue, T* k_cache,
+                          T* v_cache, gpuStream_t stream);
 
-// Attention. The fast kernels cover head_dim 64 and 128 (prefill: CUDA only; decode: GQA groups
-// up to kMaxDecodeGroup); the generic kernel covers every head_dim up to kMaxHeadDim on both
-// vendors, and with skip_decode leaves single-token sequences to the decode kernel.
+// Attention. The fast kernels cover head_dim 64 and 128 without soft-capping or sliding
+// windows (prefill: CUDA only; decode: GQA groups up to kMaxDecodeGroup); the generic kernel
+// covers every head_dim up to kMaxHeadDim on both vendors, soft-capping (softcap > 0) and
+// sliding windows (window > 0: the last `window` positions), and with skip_decode leaves
+// single-token sequences to the decode kernel.
 inline constexpr int kMaxHeadDim = 256;
 inline constexpr int kMaxDecodeGroup = 8;
 template <typename T>
 gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                              const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                             int32_t head_dim, float scale, bool skip_decode, T* out,
-                             gpuStream_t stream);
+                             int32_t head_dim, float scale, float softcap, int32_t window,
+                             bool skip_decode, T* out, gpuStream_t stream);
 
 // attention_prefill.cu: the prefill sequences of the step (causal = false only for benchmarks).
 bool prefill_kernel_supported(int32_t head_dim);

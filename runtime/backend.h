@@ -33,6 +33,33 @@ struct AttentionShape {
   int32_t qkv_width() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
 };
 
+// How an RMSNorm scales: out = x / rms(x) * (weight_offset + w). Gemma's checkpoints store w - 1
+// (offset 1); everyone else's store w (offset 0).
+struct NormSpec {
+  float eps = 1e-5f;
+  float weight_offset = 0.0f;
+};
+
+// What rope_and_cache does to a token's fresh q, k and v before rotating q and k: the projection's
+// bias added (Qwen2), then each q and k head RMS-normalized by its own weight (Qwen3, Gemma 3).
+// Null tensors are not applied.
+struct QkvPrologue {
+  const Tensor* bias = nullptr;    // [qkv_width] over q, k and v
+  const Tensor* q_norm = nullptr;  // [head_dim]
+  const Tensor* k_norm = nullptr;  // [head_dim]
+  NormSpec norm;                   // of q_norm and k_norm
+};
+
+// The softmax of attention: scores = scale * q.k, soft-capped to softcap * tanh(scores /
+// softcap) when softcap > 0 (Gemma 2), over the causal keys of each query -- of which only the
+// last `window` positions (p - window < key position <= p) when window > 0 (sliding-window
+// layers: Mistral, Qwen2, Gemma 2/3's local layers).
+struct AttentionSpec {
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  int32_t window = 0;
+};
+
 // One layer's paged cache, as views into the KV pool's memory.
 struct KvLayerView {
   Tensor k;  // [num_blocks, block_size, n_kv_heads, head_dim]
@@ -74,26 +101,30 @@ class Backend {
   // Makes `batch` the current step: its metadata is what the ops below read.
   virtual void begin_step(const StepBatch& batch) = 0;
 
-  // out[t] = table[token_ids[t]]                         table [vocab, hidden], out [n, hidden]
-  virtual void embedding(const Tensor& table, const Tensor& out) = 0;
-  // out = rms_norm(x) * w                                x, out [n, hidden]; w [hidden]
-  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
-  // residual += x; out = rms_norm(residual) * w          fused residual add
-  virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
-                            const Tensor& out) = 0;
+  // out[t] = table[token_ids[t]] * scale                table [vocab, hidden], out [n, hidden]
+  virtual void embedding(const Tensor& table, float scale, const Tensor& out) = 0;
+  // out = rms_norm(x) * (offset + w)                     x, out [n, hidden]; w [hidden]
+  virtual void rms_norm(const Tensor& x, const Tensor& w, NormSpec norm, const Tensor& out) = 0;
+  // residual += x; out = rms_norm(residual) * (offset + w)     fused residual add
+  virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w,
+                            NormSpec norm, const Tensor& out) = 0;
   // out[m, n] = x[m, k] @ w[n, k]^T (out may be fp32 while x and w are the compute dtype)
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
-  // Rotates the q and k parts of qkv in place (RoPE at each token's position with inv_freq
-  // [head_dim / 2], dimensions paired as shape.rope_style says), then writes k and v into the
-  // cache at the step's slot mapping (a slot < 0 is padding: not written).
+  // Applies `prologue` to each token's q, k and v in place, rotates the q and k parts (RoPE at
+  // each token's position with inv_freq [head_dim / 2], dimensions paired as shape.rope_style
+  // says), then writes k and v into the cache at the step's slot mapping (a slot < 0 is
+  // padding: not written).
   virtual void rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
-                              const KvLayerView& cache) = 0;
+                              const QkvPrologue& prologue, const KvLayerView& cache) = 0;
   // Causal attention of each sequence's new queries over its cached context (prefill chunks
-  // and decode tokens in one batch); GQA by head grouping.        out [n, n_heads * head_dim]
+  // and decode tokens in one batch) as `spec` says; GQA by head grouping.
+  //                                                      out [n, n_heads * head_dim]
   virtual void attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
-                         float scale, const Tensor& out) = 0;
-  // out = silu(gate_up[:, :I]) * gate_up[:, I:]           gate_up [n, 2I], out [n, I]
-  virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+                         const AttentionSpec& spec, const Tensor& out) = 0;
+  // out = act(gate_up[:, :I]) * gate_up[:, I:]           gate_up [n, 2I], out [n, I]
+  virtual void gated_activation(const Tensor& gate_up, Activation act, const Tensor& out) = 0;
+  // x = cap * tanh(x / cap), in place (final-logit soft-capping)      x fp32 [rows, vocab]
+  virtual void soft_cap(const Tensor& x, float cap) = 0;
   // out[i] = x[logits_rows[i]]                            x [n, hidden], out [n_logits, hidden]
   virtual void gather_logit_rows(const Tensor& x, const Tensor& out) = 0;
   // tokens[r] = the token row r of `logits` gives under rows[r], by the shared sampling math

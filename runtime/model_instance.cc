@@ -56,14 +56,14 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   TESSERA_ASSIGN_OR_RETURN(placement.device_map, parse_device_map(options.device_map));
   TESSERA_ASSIGN_OR_RETURN(placement.max_memory, parse_max_memory(options.max_memory));
   const ActivationBytes activations =
-      StepRunner::activation_bytes(LlamaModel::activation_cost(config, dtype), config.hidden_size,
+      StepRunner::activation_bytes(DecoderModel::activation_cost(config, dtype), config.hidden_size,
                                    config.vocab_size, options.limits, execution, dtype);
   placement.activation_bytes = activations.stage;
   placement.head_activation_bytes = activations.head;
   placement.kv_reserve_bytes = options.kv_reserve_bytes;
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
-                           plan_placement(LlamaModel::footprint(config, dtype),
+                           plan_placement(DecoderModel::footprint(config, dtype),
                                           describe_devices(backends), placement));
 
   // Devices the plan left without layers hold nothing: their backends go.
@@ -77,8 +77,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
     tuning_devices.push_back(TuningDevice{d.device, b});
     inst->backends_.push_back(std::move(backends[i].backend));
   }
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> family,
-                           LlamaModel::load(inst->files_.weights(), segments));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DecoderModel> family,
+                           DecoderModel::load(inst->files_.weights(), segments));
   inst->family_ = family.get();
   TESSERA_ASSIGN_OR_RETURN(inst->runner_, StepRunner::create(std::move(family), segments,
                                                              options.limits, execution));

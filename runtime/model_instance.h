@@ -13,7 +13,7 @@
 #include "runtime/backend_factory.h"
 #include "runtime/engine.h"
 #include "runtime/kv_cache/kv_cache.h"
-#include "runtime/model/llama.h"
+#include "runtime/model/decoder_model.h"
 #include "runtime/model_files.h"
 #include "runtime/runner/step_runner.h"
 #include "runtime/placement/placement_planner.h"
@@ -76,7 +76,7 @@ class ModelInstance {
   std::vector<std::unique_ptr<Backend>> backends_;
   PlacementPlan plan_;
   std::unique_ptr<ModelTuning> tuning_;  // after backends_: detaches from them before they go
-  LlamaModel* family_ = nullptr;  // owned by runner_
+  DecoderModel* family_ = nullptr;  // owned by runner_
   std::unique_ptr<StepRunner> runner_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Engine> engine_;  // declared last: destroyed first

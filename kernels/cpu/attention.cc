@@ -28,7 +28,7 @@ void rotate(float* x, const float* inv_freq, int32_t head_dim, int32_t position,
 }  // namespace
 
 void rope_and_cache(float* qkv, const float* inv_freq, const StepBatch& batch, AttentionShape s,
-                    float* k_cache, float* v_cache) {
+                    const QkvPrologueData& prologue, float* k_cache, float* v_cache) {
   const int32_t n = batch.num_tokens();
   const int32_t d = s.head_dim;
   const int64_t width = s.qkv_width();
@@ -36,6 +36,13 @@ void rope_and_cache(float* qkv, const float* inv_freq, const StepBatch& batch, A
 #pragma omp parallel for if (n * width >= kParallelMinWork)
   for (int32_t t = 0; t < n; ++t) {
     float* row = qkv + t * width;
+    if (prologue.bias != nullptr) {
+      for (int64_t i = 0; i < width; ++i) row[i] += prologue.bias[i];
+    }
+    for (int32_t h = 0; h < s.num_heads + s.num_kv_heads; ++h) {
+      const float* norm = h < s.num_heads ? prologue.q_norm : prologue.k_norm;
+      if (norm != nullptr) normalize_row(row + h * d, norm, d, prologue.norm, row + h * d);
+    }
     const int32_t pos = batch.positions[t];
     for (int32_t h = 0; h < s.num_heads + s.num_kv_heads; ++h) {
       rotate(row + h * d, inv_freq, d, pos, s.rope_style);
@@ -49,7 +56,7 @@ void rope_and_cache(float* qkv, const float* inv_freq, const StepBatch& batch, A
 }
 
 void attention(const float* qkv, const float* k_cache, const float* v_cache, int32_t block_size,
-               const StepBatch& batch, AttentionShape s, float scale, float* out) {
+               const StepBatch& batch, AttentionShape s, const AttentionSpec& spec, float* out) {
   const int32_t d = s.head_dim;
   const int64_t width = s.qkv_width();
   const int64_t kv_row = static_cast<int64_t>(s.num_kv_heads) * d;
@@ -75,23 +82,26 @@ void attention(const float* qkv, const float* k_cache, const float* v_cache, int
       for (int32_t h = 0; h < s.num_heads; ++h) {
         const int32_t seq = seq_of[t];
         const int32_t* table = batch.block_tables.data() + static_cast<int64_t>(seq) * batch.max_blocks;
-        // Causal: a query at position p sees keys 0..p of its own sequence.
+        // Causal: a query at position p sees keys 0..p of its own sequence, the last `window`
+        // of them on a sliding-window layer.
         const int32_t n_keys = batch.positions[t] + 1;
+        const int32_t first_key = spec.window > 0 ? std::max(0, n_keys - spec.window) : 0;
         const float* q = qkv + t * width + static_cast<int64_t>(h) * d;
         const int32_t kv_head = h / group;
         scores.resize(n_keys);
         float max_score = -INFINITY;
-        for (int32_t j = 0; j < n_keys; ++j) {
+        for (int32_t j = first_key; j < n_keys; ++j) {
           const int64_t slot = static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
           const float* k = k_cache + slot * kv_row + static_cast<int64_t>(kv_head) * d;
           float dot = 0.0f;
           for (int32_t i = 0; i < d; ++i) dot += q[i] * k[i];
-          scores[j] = dot * scale;
+          scores[j] = dot * spec.scale;
+          if (spec.softcap > 0.0f) scores[j] = spec.softcap * std::tanh(scores[j] / spec.softcap);
           max_score = std::max(max_score, scores[j]);
         }
         float denom = 0.0f;
         std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int32_t j = 0; j < n_keys; ++j) {
+        for (int32_t j = first_key; j < n_keys; ++j) {
           const float p = std::exp(scores[j] - max_score);
           denom += p;
           const int64_t slot = static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;

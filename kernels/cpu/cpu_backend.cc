@@ -80,24 +80,24 @@ void CpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {
   std::memcpy(dst.data, src.data(), src.size_bytes());
 }
 
-void CpuBackend::embedding(const Tensor& table, const Tensor& out) {
+void CpuBackend::embedding(const Tensor& table, float scale, const Tensor& out) {
   if (!f32(table, "embedding", "table") || !f32(out, "embedding", "out")) return;
   cpu::embedding(table.as<float>(), table.dim(0), table.dim(1), batch_->token_ids.data(),
-                 batch_->num_tokens(), out.as<float>());
+                 batch_->num_tokens(), scale, out.as<float>());
 }
 
-void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, NormSpec norm, const Tensor& out) {
   if (!f32(x, "rms_norm", "x") || !f32(w, "rms_norm", "w") || !f32(out, "rms_norm", "out")) return;
-  cpu::rms_norm(x.as<float>(), w.as<float>(), x.dim(0), x.dim(1), eps, out.as<float>());
+  cpu::rms_norm(x.as<float>(), w.as<float>(), x.dim(0), x.dim(1), norm, out.as<float>());
 }
 
-void CpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps,
-                              const Tensor& out) {
+void CpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w,
+                              NormSpec norm, const Tensor& out) {
   if (!f32(residual, "add_rms_norm", "residual") || !f32(x, "add_rms_norm", "x") ||
       !f32(w, "add_rms_norm", "w") || !f32(out, "add_rms_norm", "out")) {
     return;
   }
-  cpu::add_rms_norm(residual.as<float>(), x.as<float>(), w.as<float>(), x.dim(0), x.dim(1), eps,
+  cpu::add_rms_norm(residual.as<float>(), x.as<float>(), w.as<float>(), x.dim(0), x.dim(1), norm,
                     out.as<float>());
 }
 
@@ -111,28 +111,42 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
 }
 
 void CpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
-                                const KvLayerView& cache) {
+                                const QkvPrologue& prologue, const KvLayerView& cache) {
   if (!f32(qkv, "rope_and_cache", "qkv") || !f32(inv_freq, "rope_and_cache", "inv_freq") ||
       !f32(cache.k, "rope_and_cache", "k cache") || !f32(cache.v, "rope_and_cache", "v cache")) {
     return;
   }
-  cpu::rope_and_cache(qkv.as<float>(), inv_freq.as<float>(), *batch_, shape, cache.k.as<float>(),
-                      cache.v.as<float>());
+  bool ok = true;
+  const auto data = [&](const Tensor* t, const char* what) -> const float* {
+    if (t == nullptr) return nullptr;
+    ok = f32(*t, "rope_and_cache", what) && ok;
+    return t->as<float>();
+  };
+  const cpu::QkvPrologueData p{data(prologue.bias, "bias"), data(prologue.q_norm, "q_norm"),
+                               data(prologue.k_norm, "k_norm"), prologue.norm};
+  if (!ok) return;
+  cpu::rope_and_cache(qkv.as<float>(), inv_freq.as<float>(), *batch_, shape, p,
+                      cache.k.as<float>(), cache.v.as<float>());
 }
 
 void CpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
-                           float scale, const Tensor& out) {
+                           const AttentionSpec& spec, const Tensor& out) {
   if (!f32(qkv, "attention", "qkv") || !f32(cache.k, "attention", "k cache") ||
       !f32(cache.v, "attention", "v cache") || !f32(out, "attention", "out")) {
     return;
   }
   cpu::attention(qkv.as<float>(), cache.k.as<float>(), cache.v.as<float>(), cache.block_size(),
-                 *batch_, shape, scale, out.as<float>());
+                 *batch_, shape, spec, out.as<float>());
 }
 
-void CpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
-  if (!f32(gate_up, "silu_mul", "gate_up") || !f32(out, "silu_mul", "out")) return;
-  cpu::silu_mul(gate_up.as<float>(), gate_up.dim(0), out.dim(1), out.as<float>());
+void CpuBackend::gated_activation(const Tensor& gate_up, Activation act, const Tensor& out) {
+  if (!f32(gate_up, "gated_activation", "gate_up") || !f32(out, "gated_activation", "out")) return;
+  cpu::gated_activation(gate_up.as<float>(), gate_up.dim(0), out.dim(1), act, out.as<float>());
+}
+
+void CpuBackend::soft_cap(const Tensor& x, float cap) {
+  if (!f32(x, "soft_cap", "x")) return;
+  cpu::soft_cap(x.as<float>(), x.numel(), cap);
 }
 
 void CpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {

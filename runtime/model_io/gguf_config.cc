@@ -36,11 +36,14 @@ class GgufConfigReader {
     ModelConfig c;
     absl::StatusOr<std::string> arch = g_.get_string("general.architecture");
     if (!arch.ok()) return arch.status();
-    const auto& supported = supported_architectures();
+    // The families whose GGUF metadata and tensor names this reader maps (a subset of
+    // supported_architectures(): the others load from HF directories).
+    static const std::vector<std::string> supported = {"llama"};
     if (std::find(supported.begin(), supported.end(), *arch) == supported.end()) {
       return absl::InvalidArgumentError(
           str_cat(g_.path(), ": general.architecture '", *arch,
-                  "' is not supported (supported: ", absl::StrJoin(supported, ", "), ")"));
+                  "' is not supported in GGUF files (supported: ", absl::StrJoin(supported, ", "),
+                  "; from HF directories: ", absl::StrJoin(supported_architectures(), ", "), ")"));
     }
     c.architecture = *arch;
     prefix_ = str_cat(*arch, ".");

@@ -1,5 +1,6 @@
 #include "runtime/model_io/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -27,6 +28,7 @@ class HfConfigReader {
           str_cat(path_, ": top level must be a JSON object, got ", root_.type_name()));
     }
     ModelConfig c;
+    c_ = &c;
     if (absl::Status st = read_architecture(&c); !st.ok()) return st;
     if (absl::Status st = read_string(root_, "_name_or_path", "_name_or_path", &c.name); !st.ok()) {
       return st;
@@ -53,6 +55,7 @@ class HfConfigReader {
     st.Update(read_float(root_, "rms_norm_eps", "rms_norm_eps", false, &c.rms_norm_eps));
     st.Update(read_bool(root_, "tie_word_embeddings", &c.tie_word_embeddings));
     if (!st.ok()) return st;
+    if (absl::Status s = read_family(&c); !s.ok()) return s;
     if (absl::Status s = read_rope(&c); !s.ok()) return s;
     if (absl::Status s = c.validate(); !s.ok()) {
       return absl::InvalidArgumentError(str_cat(path_, ": invalid model config: ", s.message()));
@@ -133,30 +136,192 @@ class HfConfigReader {
     return absl::OkStatus();
   }
 
+  // The family, from model_type (or the architectures list when model_type is absent).
   absl::Status read_architecture(ModelConfig* c) const {
-    bool llama = false;
+    struct Family {
+      std::string_view model_type;
+      std::string_view hf_class;
+      std::string_view name;
+    };
+    static constexpr Family kFamilies[] = {
+        {"llama", "LlamaForCausalLM", "llama"},      {"mistral", "MistralForCausalLM", "mistral"},
+        {"qwen2", "Qwen2ForCausalLM", "qwen2"},      {"qwen3", "Qwen3ForCausalLM", "qwen3"},
+        {"gemma2", "Gemma2ForCausalLM", "gemma2"},   {"gemma3_text", "Gemma3ForCausalLM", "gemma3"},
+        {"phi3", "Phi3ForCausalLM", "phi3"},
+    };
     std::vector<std::string> archs;
     if (const json* a = find(root_, "architectures"); a != nullptr && !a->is_null()) {
       if (!a->is_array()) return wrong_type("architectures", "an array of strings", *a);
       for (const json& e : *a) {
         if (!e.is_string()) return wrong_type("architectures", "an array of strings", *a);
         archs.push_back(e.get<std::string>());
-        if (archs.back() == "LlamaForCausalLM") llama = true;
       }
     }
     std::string model_type;
     if (absl::Status st = read_string(root_, "model_type", "model_type", &model_type); !st.ok()) {
       return st;
     }
-    if (model_type == "llama") llama = true;
-    if (!llama) {
-      return absl::InvalidArgumentError(
-          str_cat(path_, ": architectures [", absl::StrJoin(archs, ", "), "] / model_type '",
-                  model_type, "' is not a supported architecture (supported: LlamaForCausalLM / ",
-                  absl::StrJoin(supported_architectures(), ", "), ")"));
+    for (const Family& f : kFamilies) {
+      const bool by_class = std::find(archs.begin(), archs.end(), f.hf_class) != archs.end();
+      if (model_type == f.model_type || (model_type.empty() && by_class)) {
+        c->architecture = std::string(f.name);
+        return absl::OkStatus();
+      }
     }
-    c->architecture = "llama";
+    std::vector<std::string> supported;
+    for (const Family& f : kFamilies) supported.push_back(str_cat(f.hf_class, " (", f.model_type, ")"));
+    return absl::InvalidArgumentError(
+        str_cat(path_, ": architectures [", absl::StrJoin(archs, ", "), "] / model_type '",
+                model_type, "' is not a supported architecture (supported: ",
+                absl::StrJoin(supported, ", "), ")"));
+  }
+
+  // A key whose only value tessera computes is `expected`: any other is an error naming it, never
+  // silently ignored (it changes the math).
+  absl::Status require_value(std::string_view key, const json& expected) const {
+    const json* v = find(root_, key);
+    if (v == nullptr || v->is_null() || *v == expected) return absl::OkStatus();
+    std::string text = v->dump(-1, ' ', false, json::error_handler_t::replace);
+    if (text.size() > 60) text = str_cat(text.substr(0, 57), "...");
+    return absl::InvalidArgumentError(str_cat(path_, ": key '", key, "' is ", text, "; tessera's ",
+                                              c_->architecture, " forward supports only ",
+                                              expected.dump()));
+  }
+
+  // The activation named by `key` (hidden_act or hidden_activation), `fallback` when absent.
+  absl::Status read_activation(std::string_view key, Activation fallback, ModelConfig* c) const {
+    c->activation = fallback;
+    std::string name;
+    if (absl::Status st = read_string(root_, key, key, &name); !st.ok()) return st;
+    if (name.empty()) return absl::OkStatus();
+    if (name == "silu" || name == "swish") {
+      c->activation = Activation::kSilu;
+    } else if (name == "gelu_pytorch_tanh" || name == "gelu_new" || name == "gelu_fast") {
+      c->activation = Activation::kGeluTanh;
+    } else {
+      return absl::InvalidArgumentError(str_cat(path_, ": key '", key, "' is '", name,
+                                                "', which is not supported (supported: silu, "
+                                                "gelu_pytorch_tanh)"));
+    }
     return absl::OkStatus();
+  }
+
+  // layer_types ("sliding_attention" / "full_attention" per layer) when given, else `fallback`.
+  absl::Status read_layer_types(const std::vector<bool>& fallback, ModelConfig* c) const {
+    const json* v = find(root_, "layer_types");
+    if (v == nullptr || v->is_null()) {
+      c->sliding_layers = fallback;
+      return absl::OkStatus();
+    }
+    if (!v->is_array()) return wrong_type("layer_types", "an array of strings", *v);
+    c->sliding_layers.clear();
+    for (const json& e : *v) {
+      const std::string t = e.is_string() ? e.get<std::string>() : std::string();
+      if (t != "sliding_attention" && t != "full_attention") {
+        return wrong_type("layer_types", "an array of \"sliding_attention\" / \"full_attention\"", *v);
+      }
+      c->sliding_layers.push_back(t == "sliding_attention");
+    }
+    return absl::OkStatus();
+  }
+
+  // sliding_window (null = none), applied to the layers `pattern(i)` marks.
+  template <typename Pattern>
+  absl::Status read_sliding_window(Pattern pattern, ModelConfig* c) const {
+    if (absl::Status st = read_int(root_, "sliding_window", "sliding_window", false, &c->sliding_window);
+        !st.ok()) {
+      return st;
+    }
+    if (c->sliding_window <= 0) {
+      c->sliding_window = 0;
+      c->sliding_layers.clear();
+      return absl::OkStatus();
+    }
+    std::vector<bool> layers(static_cast<size_t>(std::max<int64_t>(c->num_layers, 0)));
+    for (size_t i = 0; i < layers.size(); ++i) layers[i] = pattern(static_cast<int64_t>(i));
+    if (absl::Status st = read_layer_types(layers, c); !st.ok()) return st;
+    if (std::find(c->sliding_layers.begin(), c->sliding_layers.end(), true) == c->sliding_layers.end()) {
+      c->sliding_window = 0;
+      c->sliding_layers.clear();
+    }
+    return absl::OkStatus();
+  }
+
+  // What each family adds to the Llama shape, with transformers' defaults.
+  absl::Status read_family(ModelConfig* c) const {
+    const std::string& f = c->architecture;
+    absl::Status st;
+    if (f == "llama" || f == "mistral" || f == "qwen2" || f == "qwen3" || f == "phi3") {
+      st.Update(read_activation("hidden_act", Activation::kSilu, c));
+      st.Update(require_value("mlp_bias", false));
+    }
+    if (f == "llama" || f == "mistral" || f == "phi3" || f == "gemma2" || f == "gemma3") {
+      st.Update(require_value("attention_bias", false));
+    }
+    if (f == "phi3") {
+      st.Update(require_value("partial_rotary_factor", 1.0));
+      st.Update(read_sliding_window([](int64_t) { return true; }, c));
+    }
+    if (f == "mistral") st.Update(read_sliding_window([](int64_t) { return true; }, c));
+    if (f == "qwen2" || f == "qwen3") {
+      // Qwen2's q/k/v always carry a bias; Qwen3's never (attention_bias would add o_proj's too).
+      c->qkv_bias = f == "qwen2";
+      if (f == "qwen3") {
+        c->qk_norm = true;
+        st.Update(require_value("attention_bias", false));
+      }
+      bool use_sliding = false;
+      int64_t max_window_layers = c->num_layers;
+      st.Update(read_bool(root_, "use_sliding_window", &use_sliding));
+      st.Update(read_int(root_, "max_window_layers", "max_window_layers", false, &max_window_layers));
+      if (st.ok() && use_sliding) {
+        st.Update(read_sliding_window([&](int64_t i) { return i >= max_window_layers; }, c));
+      }
+    }
+    if (f == "gemma2" || f == "gemma3") {
+      c->norm_weight_offset = 1.0f;
+      c->sandwich_norms = true;
+      c->embedding_scale = std::sqrt(static_cast<float>(c->hidden_size));
+      c->head_dim = 256;
+      c->tie_word_embeddings = true;
+      c->query_pre_attn_scalar = 256.0f;
+      st.Update(read_int(root_, "head_dim", "head_dim", false, &c->head_dim));
+      st.Update(read_bool(root_, "tie_word_embeddings", &c->tie_word_embeddings));
+      st.Update(read_float(root_, "query_pre_attn_scalar", "query_pre_attn_scalar", false,
+                           &c->query_pre_attn_scalar));
+      st.Update(read_activation("hidden_activation", Activation::kGeluTanh, c));
+      if (f == "gemma2") {
+        c->attn_logit_softcap = 50.0f;
+        c->final_logit_softcap = 30.0f;
+        c->sliding_window = 4096;
+        // transformers' Gemma2: even layers slide.
+        st.Update(read_sliding_window([](int64_t i) { return i % 2 == 0; }, c));
+      } else {
+        c->qk_norm = true;
+        int64_t pattern = 6;
+        st.Update(read_int(root_, "sliding_window_pattern", "sliding_window_pattern", false, &pattern));
+        c->rope_local_theta = 10000.0f;
+        st.Update(read_float(root_, "rope_local_base_freq", "rope_local_base_freq", false,
+                             &c->rope_local_theta));
+        // Every pattern-th layer is global, the rest slide.
+        st.Update(read_sliding_window(
+            [&](int64_t i) { return pattern <= 0 || (i + 1) % pattern != 0; }, c));
+      }
+      st.Update(read_optional_float("attn_logit_softcapping", &c->attn_logit_softcap));
+      st.Update(read_optional_float("final_logit_softcapping", &c->final_logit_softcap));
+    }
+    return st;
+  }
+
+  // A float key where an explicit null means "off" (0).
+  absl::Status read_optional_float(std::string_view key, float* out) const {
+    const json* v = find(root_, key);
+    if (v == nullptr) return absl::OkStatus();
+    if (v->is_null()) {
+      *out = 0.0f;
+      return absl::OkStatus();
+    }
+    return read_float(root_, key, key, false, out);
   }
 
   // rope_theta and rope_scaling at the top level (transformers 4.x), or both inside
@@ -216,13 +381,38 @@ class HfConfigReader {
                          &s.original_max_position));
       return st;
     }
+    if (type == "yarn") {
+      s.type = RopeScaling::Type::kYarn;
+      s.original_max_position = c->max_position_embeddings;
+      st.Update(read_float(*scaling, "factor", label + ".factor", true, &s.factor));
+      st.Update(read_int(*scaling, "original_max_position_embeddings",
+                         label + ".original_max_position_embeddings", false,
+                         &s.original_max_position));
+      st.Update(read_float(*scaling, "beta_fast", label + ".beta_fast", false, &s.beta_fast));
+      st.Update(read_float(*scaling, "beta_slow", label + ".beta_slow", false, &s.beta_slow));
+      st.Update(read_float(*scaling, "attention_factor", label + ".attention_factor", false,
+                           &s.attention_factor));
+      // DeepSeek's variant and an untruncated correction range change the frequencies.
+      for (std::string_view key : {"mscale", "mscale_all_dim"}) {
+        if (scaling->contains(key)) {
+          st.Update(absl::InvalidArgumentError(str_cat(path_, ": key '", label, ".", key,
+                                                       "' (DeepSeek's yarn) is not supported")));
+        }
+      }
+      if (const json* t = find(*scaling, "truncate"); t != nullptr && !(t->is_boolean() && t->get<bool>())) {
+        st.Update(absl::InvalidArgumentError(
+            str_cat(path_, ": key '", label, ".truncate' must be true (untruncated yarn is not supported)")));
+      }
+      return st;
+    }
     return absl::InvalidArgumentError(
         str_cat(path_, ": key '", label, ".", type_key, "' is '", type,
-                "', which is not supported (supported: default, linear, llama3)"));
+                "', which is not supported (supported: default, linear, llama3, yarn)"));
   }
 
   const json& root_;
   const std::string& path_;
+  const ModelConfig* c_ = nullptr;  // the config being read (for messages)
 };
 
 }  // namespace

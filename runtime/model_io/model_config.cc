@@ -41,6 +41,22 @@ absl::Status check_rope_scaling(const RopeScaling& s) {
       return absl::OkStatus();
     case RopeScaling::Type::kLinear:
       return check_positive_finite("rope_scaling.factor", s.factor);
+    case RopeScaling::Type::kYarn: {
+      for (const auto& [name, value] : {std::pair<std::string_view, float>{"factor", s.factor},
+                                        {"beta_fast", s.beta_fast},
+                                        {"beta_slow", s.beta_slow}}) {
+        if (absl::Status st = check_positive_finite(str_cat("rope_scaling.", name), value);
+            !st.ok()) {
+          return st;
+        }
+      }
+      if (s.attention_factor < 0.0f || !std::isfinite(s.attention_factor)) {
+        return absl::InvalidArgumentError(str_cat("rope_scaling.attention_factor: ",
+                                                  s.attention_factor, " must be finite and >= 0"));
+      }
+      return check_range("rope_scaling.original_max_position_embeddings", s.original_max_position,
+                         1, kMaxPositions);
+    }
     case RopeScaling::Type::kLlama3: {
       if (absl::Status st = check_positive_finite("rope_scaling.factor", s.factor); !st.ok()) {
         return st;
@@ -71,7 +87,8 @@ absl::Status check_rope_scaling(const RopeScaling& s) {
 }  // namespace
 
 const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> kArchitectures = {"llama"};
+  static const std::vector<std::string> kArchitectures = {"llama",  "mistral", "qwen2", "qwen3",
+                                                          "gemma2", "gemma3",  "phi3"};
   return kArchitectures;
 }
 
@@ -113,7 +130,43 @@ absl::Status ModelConfig::validate() const {
     return absl::InvalidArgumentError(str_cat("rms_norm_eps: ", rms_norm_eps, " must be below 1"));
   }
   if (absl::Status st = check_positive_finite("rope_theta", rope_theta); !st.ok()) return st;
-  return check_rope_scaling(rope_scaling);
+  if (absl::Status st = check_rope_scaling(rope_scaling); !st.ok()) return st;
+  return validate_features();
+}
+
+absl::Status ModelConfig::validate_features() const {
+  for (const auto& [name, value] :
+       {std::pair<std::string_view, float>{"embedding_scale", embedding_scale}}) {
+    if (absl::Status st = check_positive_finite(name, value); !st.ok()) return st;
+  }
+  for (const auto& [name, value] :
+       {std::pair<std::string_view, float>{"norm_weight_offset", norm_weight_offset},
+        {"attn_logit_softcapping", attn_logit_softcap},
+        {"final_logit_softcapping", final_logit_softcap},
+        {"query_pre_attn_scalar", query_pre_attn_scalar},
+        {"rope_local_base_freq", rope_local_theta}}) {
+    if (!std::isfinite(value) || value < 0.0f) {
+      return absl::InvalidArgumentError(str_cat(name, ": ", value, " must be finite and >= 0"));
+    }
+  }
+  if (absl::Status st = check_range("sliding_window", sliding_window, 0, kMaxPositions); !st.ok()) {
+    return st;
+  }
+  if (sliding_window > 0 && static_cast<int64_t>(sliding_layers.size()) != num_layers) {
+    return absl::InvalidArgumentError(str_cat("layer_types: ", sliding_layers.size(),
+                                              " entries for ", num_layers, " layers"));
+  }
+  return absl::OkStatus();
+}
+
+std::string_view activation_name(Activation act) {
+  switch (act) {
+    case Activation::kSilu:
+      return "silu";
+    case Activation::kGeluTanh:
+      return "gelu_pytorch_tanh";
+  }
+  return "unknown";
 }
 
 }  // namespace tessera

@@ -1,4 +1,4 @@
-// What the engine needs from a model: one forward step over a flattened batch. LlamaModel is the
+// What the engine needs from a model: one forward step over a flattened batch. StepRunner is the
 // real one; tests use models that do no device work.
 #pragma once
 

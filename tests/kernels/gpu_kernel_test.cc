@@ -27,7 +27,7 @@
 #include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/kv_cache/kv_cache.h"
 #include "base/half.h"
-#include "runtime/model/llama.h"
+#include "runtime/model/decoder_model.h"
 #include "runtime/runner/step_runner.h"
 #include "base/str_cat.h"
 
@@ -37,11 +37,11 @@ namespace {
 // The Llama family over the step runner, as ModelInstance assembles them.
 struct LoadedLlama {
   std::unique_ptr<StepRunner> runner;
-  LlamaModel* family = nullptr;  // owned by runner
+  DecoderModel* family = nullptr;  // owned by runner
 };
 absl::StatusOr<LoadedLlama> load_llama(const WeightSource& weights, std::vector<LayerSegment> segments,
                                        ForwardLimits limits, ExecutionOptions execution = {}) {
-  absl::StatusOr<std::unique_ptr<LlamaModel>> family = LlamaModel::load(weights, segments);
+  absl::StatusOr<std::unique_ptr<DecoderModel>> family = DecoderModel::load(weights, segments);
   if (!family.ok()) return family.status();
   LoadedLlama loaded;
   loaded.family = family->get();
@@ -238,9 +238,14 @@ TEST_P(GpuKernelTest, Embedding) {
     b.token_ids[1] = static_cast<int32_t>(vocab - 1);
     cpu_.begin_step(b);
     gpu_->begin_step(b);
-    cpu_.embedding(table.c, out.c);
-    gpu_->embedding(table.g, out.g);
+    cpu_.embedding(table.c, 1.0f, out.c);
+    gpu_->embedding(table.g, 1.0f, out.g);
     EXPECT_EQ(err(out), 0.0) << "hidden " << hidden;
+    // Gemma's sqrt(hidden) scale: one rounding of the product.
+    const float scale = std::sqrt(static_cast<float>(hidden));
+    cpu_.embedding(table.c, scale, out.c);
+    gpu_->embedding(table.g, scale, out.g);
+    EXPECT_LT(err(out), tol_.op) << "hidden " << hidden << " scaled";
   }
 }
 
@@ -250,12 +255,15 @@ TEST_P(GpuKernelTest, RmsNorm) {
     fill(x, 3.0f);
     fill(w, 1.5f, 0.5f);
     poison(out);
-    cpu_.rms_norm(x.c, w.c, 1e-5f, out.c);
-    gpu_->rms_norm(x.g, w.g, 1e-5f, out.g);
-    const double e = err(out);
-    EXPECT_LT(e, tol_.op) << n << "x" << hidden;
-    std::printf("[ metric ] rms_norm %s %ldx%ld rel_err %.2e\n", dtype_label(), long(n),
-                long(hidden), e);
+    for (const float offset : {0.0f, 1.0f}) {  // 1: Gemma's weights stored minus one
+      poison(out);
+      cpu_.rms_norm(x.c, w.c, NormSpec{1e-5f, offset}, out.c);
+      gpu_->rms_norm(x.g, w.g, NormSpec{1e-5f, offset}, out.g);
+      const double e = err(out);
+      EXPECT_LT(e, tol_.op) << n << "x" << hidden << " offset " << offset;
+      std::printf("[ metric ] rms_norm %s %ldx%ld offset %.0f rel_err %.2e\n", dtype_label(),
+                  long(n), long(hidden), offset, e);
+    }
   }
 }
 
@@ -266,8 +274,8 @@ TEST_P(GpuKernelTest, AddRmsNorm) {
     fill(x, 2.0f);
     fill(w, 1.5f, 0.5f);
     poison(out);
-    cpu_.add_rms_norm(r.c, x.c, w.c, 1e-5f, out.c);
-    gpu_->add_rms_norm(r.g, x.g, w.g, 1e-5f, out.g);
+    cpu_.add_rms_norm(r.c, x.c, w.c, NormSpec{1e-5f}, out.c);
+    gpu_->add_rms_norm(r.g, x.g, w.g, NormSpec{1e-5f}, out.g);
     const double e_out = err(out), e_res = err(r);
     EXPECT_LT(e_out, tol_.op) << n << "x" << hidden;
     EXPECT_LT(e_res, tol_.op) << n << "x" << hidden;
@@ -276,18 +284,28 @@ TEST_P(GpuKernelTest, AddRmsNorm) {
   }
 }
 
-TEST_P(GpuKernelTest, SiluMul) {
-  for (auto [n, inter] : std::vector<std::pair<int64_t, int64_t>>{{1, 1536}, {37, 2048}, {5, 1000}}) {
-    Pair gu = make({n, 2 * inter}), out = make({n, inter});
-    fill(gu, 4.0f);
-    poison(out);
-    cpu_.silu_mul(gu.c, out.c);
-    gpu_->silu_mul(gu.g, out.g);
-    const double e = err(out);
-    EXPECT_LT(e, tol_.op) << n << "x" << inter;
-    std::printf("[ metric ] silu_mul %s %ldx%ld rel_err %.2e\n", dtype_label(), long(n),
-                long(inter), e);
+TEST_P(GpuKernelTest, GatedActivation) {
+  for (const Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+    for (auto [n, inter] : std::vector<std::pair<int64_t, int64_t>>{{1, 1536}, {37, 2048}, {5, 1000}}) {
+      Pair gu = make({n, 2 * inter}), out = make({n, inter});
+      fill(gu, 4.0f);
+      poison(out);
+      cpu_.gated_activation(gu.c, act, out.c);
+      gpu_->gated_activation(gu.g, act, out.g);
+      const double e = err(out);
+      EXPECT_LT(e, tol_.op) << activation_name(act) << " " << n << "x" << inter;
+      std::printf("[ metric ] gated_activation %s %s %ldx%ld rel_err %.2e\n", dtype_label(),
+                  std::string(activation_name(act)).c_str(), long(n), long(inter), e);
+    }
   }
+}
+
+TEST_P(GpuKernelTest, SoftCap) {
+  Pair x = make({3, 1000}, DType::kF32);
+  fill(x, 200.0f);  // well past the cap: the tanh saturates
+  cpu_.soft_cap(x.c, 30.0f);
+  gpu_->soft_cap(x.g, 30.0f);
+  EXPECT_LT(err(x), 1e-6);
 }
 
 TEST_P(GpuKernelTest, GatherLogitRows) {
@@ -400,14 +418,66 @@ TEST_P(GpuKernelTest, RopeAndCache) {
       Pair &qkv = in.qkv, &k = in.k, &v = in.v;
       Pair freq = make({c.head_dim / 2}, DType::kF32);
       set(freq, inv_freq(c.head_dim));
-      cpu_.rope_and_cache(qkv.c, freq.c, shape, KvLayerView{k.c, v.c});
-      gpu_->rope_and_cache(qkv.g, freq.g, shape, KvLayerView{k.g, v.g});
+      cpu_.rope_and_cache(qkv.c, freq.c, shape, {}, KvLayerView{k.c, v.c});
+      gpu_->rope_and_cache(qkv.g, freq.g, shape, {}, KvLayerView{k.g, v.g});
       const double eq = err(qkv), ek = err(k), ev = err(v);
       EXPECT_LT(eq, tol_.op) << style_name << " " << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
       EXPECT_LT(ek, tol_.op) << style_name << " " << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
       EXPECT_EQ(ev, 0.0) << c.what << " d" << c.head_dim;  // v is copied, not rotated
       std::printf("[ metric ] rope_and_cache %s %s %s d=%d heads=%d/%d rel_err qkv %.2e k %.2e v %.2e\n",
                   dtype_label(), style_name, c.what, c.head_dim, c.num_heads, c.num_kv_heads, eq, ek, ev);
+    }
+  }
+}
+
+// The prologue of rope_and_cache: q/k/v bias (Qwen2), then q and k head norms (Qwen3, Gemma 3,
+// with Gemma's weight offset), on the head dims the families use.
+TEST_P(GpuKernelTest, RopeAndCachePrologue) {
+  for (const int32_t d : {64, 128, 256}) {
+    const AttnCase c{d, 8, 2, {{0, 9}, {17, 1}, {3, 5}}, "prologue"};
+    AttnInputs in = attention_inputs(c, 1.0f);
+    Pair freq = make({d / 2}, DType::kF32);
+    set(freq, inv_freq(d));
+    Pair bias = make({in.shape.qkv_width()}), q_norm = make({d}), k_norm = make({d});
+    fill(bias, 0.5f);
+    fill(q_norm, 1.5f, 0.5f);
+    fill(k_norm, 1.5f, 0.5f);
+    for (const float offset : {0.0f, 1.0f}) {
+      AttnInputs fresh = attention_inputs(c, 1.0f);
+      const QkvPrologue pc{&bias.c, &q_norm.c, &k_norm.c, NormSpec{1e-6f, offset}};
+      const QkvPrologue pg{&bias.g, &q_norm.g, &k_norm.g, NormSpec{1e-6f, offset}};
+      cpu_.rope_and_cache(fresh.qkv.c, freq.c, fresh.shape, pc, KvLayerView{fresh.k.c, fresh.v.c});
+      gpu_->rope_and_cache(fresh.qkv.g, freq.g, fresh.shape, pg, KvLayerView{fresh.k.g, fresh.v.g});
+      const double eq = err(fresh.qkv), ek = err(fresh.k), ev = err(fresh.v);
+      EXPECT_LT(eq, tol_.op) << "d" << d << " offset " << offset;
+      EXPECT_LT(ek, tol_.op) << "d" << d << " offset " << offset;
+      EXPECT_LT(ev, tol_.op) << "d" << d << " offset " << offset;
+      std::printf("[ metric ] rope_prologue %s d=%d offset %.0f rel_err qkv %.2e k %.2e v %.2e\n",
+                  dtype_label(), d, offset, eq, ek, ev);
+    }
+  }
+}
+
+// Soft-capping and sliding windows (Gemma 2/3, Mistral, Qwen2) over mixed prefill + decode
+// batches longer than the window, on the head dims of those families.
+TEST_P(GpuKernelTest, AttentionSoftCapAndWindow) {
+  struct Spec {
+    float softcap;
+    int32_t window;
+  };
+  for (const int32_t d : {64, 96, 128, 256}) {
+    const AttnCase c{d, 8, 4, {{0, 70}, {100, 1}, {30, 12}, {600, 1}}, "capped"};
+    for (const Spec spec : {Spec{50.0f, 0}, Spec{0.0f, 32}, Spec{50.0f, 32}}) {
+      AttnInputs in = attention_inputs(c, 2.0f);
+      Pair out = make({in.batch.num_tokens(), static_cast<int64_t>(c.num_heads) * d});
+      poison(out);
+      const AttentionSpec as{1.0f / std::sqrt(static_cast<float>(d)), spec.softcap, spec.window};
+      cpu_.attention(in.qkv.c, KvLayerView{in.k.c, in.v.c}, in.shape, as, out.c);
+      gpu_->attention(in.qkv.g, KvLayerView{in.k.g, in.v.g}, in.shape, as, out.g);
+      const double e = err(out);
+      EXPECT_LT(e, tol_.attention) << "d" << d << " softcap " << spec.softcap << " window " << spec.window;
+      std::printf("[ metric ] attention_capped %s d=%d softcap %.0f window %d rel_err %.2e\n",
+                  dtype_label(), d, spec.softcap, spec.window, e);
     }
   }
 }
@@ -428,8 +498,8 @@ TEST_P(GpuKernelTest, Attention) {
     Pair out = make({b.num_tokens(), static_cast<int64_t>(c.num_heads) * c.head_dim});
     poison(out);
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    cpu_.attention(qkv.c, KvLayerView{k.c, v.c}, shape, scale, out.c);
-    gpu_->attention(qkv.g, KvLayerView{k.g, v.g}, shape, scale, out.g);
+    cpu_.attention(qkv.c, KvLayerView{k.c, v.c}, shape, AttentionSpec{scale}, out.c);
+    gpu_->attention(qkv.g, KvLayerView{k.g, v.g}, shape, AttentionSpec{scale}, out.g);
     const double e = err(out);
     EXPECT_LT(e, tol_.attention) << c.what << " d" << c.head_dim << " h" << c.num_heads << "/" << c.num_kv_heads;
     std::printf("[ metric ] attention %s %s d=%d heads=%d/%d tokens=%d rel_err %.2e\n",
@@ -463,7 +533,7 @@ TEST_P(GpuKernelTest, DecodeAttentionBackToBackRepeatsExactly) {
     std::vector<float> drained[2];
     for (int i = 0; i < 2; ++i) {
       Pair out = out_tensor();
-      gpu_->attention(inputs[i], KvLayerView{in.k.g, in.v.g}, in.shape, scale, out.g);
+      gpu_->attention(inputs[i], KvLayerView{in.k.g, in.v.g}, in.shape, AttentionSpec{scale}, out.g);
       ASSERT_TRUE(gpu_->synchronize().ok());
       drained[i] = gpu_values(out);
       ASSERT_TRUE(std::none_of(drained[i].begin(), drained[i].end(), [](float f) { return std::isnan(f); }))
@@ -473,7 +543,7 @@ TEST_P(GpuKernelTest, DecodeAttentionBackToBackRepeatsExactly) {
     std::vector<Pair> outs;
     for (int i = 0; i < kRepeats; ++i) outs.push_back(out_tensor());
     for (int i = 0; i < kRepeats; ++i) {
-      gpu_->attention(inputs[i % 2], KvLayerView{in.k.g, in.v.g}, in.shape, scale, outs[i].g);
+      gpu_->attention(inputs[i % 2], KvLayerView{in.k.g, in.v.g}, in.shape, AttentionSpec{scale}, outs[i].g);
     }
     ASSERT_TRUE(gpu_->synchronize().ok());
     for (int i = 0; i < kRepeats; ++i) {
@@ -490,7 +560,7 @@ TEST_P(GpuKernelTest, ErrorsAreStatuses) {
   std::printf("[ metric ] oom message: %s\n", huge.status().ToString().c_str());
   // A dtype mismatch is recorded and surfaces at synchronize, once.
   Pair x = make({2, 64}, DType::kF32), w = make({64}), out = make({2, 64});
-  gpu_->rms_norm(x.g, w.g, 1e-5f, out.g);
+  gpu_->rms_norm(x.g, w.g, NormSpec{1e-5f}, out.g);
   const absl::Status s = gpu_->synchronize();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_TRUE(gpu_->synchronize().ok());

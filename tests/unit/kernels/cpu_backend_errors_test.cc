@@ -18,8 +18,8 @@ TEST(CpuBackendErrors, AWrongDtypeFailsTheStepNamingTheOpAndTensor) {
   const Tensor wt(w.data(), DType::kF32, {4});
   const Tensor bad(half_out.data(), DType::kBF16, {2, 4});
 
-  backend.rms_norm(xt, wt, 1e-5f, bad);
-  backend.rms_norm(xt, wt, 1e-5f, Tensor(out.data(), DType::kF32, {2, 4}));
+  backend.rms_norm(xt, wt, NormSpec{1e-5f}, bad);
+  backend.rms_norm(xt, wt, NormSpec{1e-5f}, Tensor(out.data(), DType::kF32, {2, 4}));
   const absl::Status s = backend.synchronize();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("rms_norm"), std::string_view::npos) << s;

@@ -34,7 +34,7 @@ TEST(CpuOps, RmsNormMatchesReference) {
     const int64_t n = 5;
     auto x = random_vector(n * hidden, 1, 3.0f), w = random_vector(hidden, 2);
     std::vector<float> out(n * hidden, NAN);
-    cpu::rms_norm(x.data(), w.data(), n, hidden, 1e-5f, out.data());
+    cpu::rms_norm(x.data(), w.data(), n, hidden, NormSpec{1e-5f}, out.data());
     std::vector<double> ref(n * hidden);
     for (int64_t t = 0; t < n; ++t) {
       double ss = 0;
@@ -53,8 +53,8 @@ TEST(CpuOps, AddRmsNormUpdatesResidualAndNormalizes) {
   std::vector<float> summed(n * hidden);
   for (size_t i = 0; i < summed.size(); ++i) summed[i] = residual[i] + x[i];
   std::vector<float> expected(n * hidden), out(n * hidden, NAN);
-  cpu::rms_norm(summed.data(), w.data(), n, hidden, 1e-6f, expected.data());
-  cpu::add_rms_norm(residual.data(), x.data(), w.data(), n, hidden, 1e-6f, out.data());
+  cpu::rms_norm(summed.data(), w.data(), n, hidden, NormSpec{1e-6f}, expected.data());
+  cpu::add_rms_norm(residual.data(), x.data(), w.data(), n, hidden, NormSpec{1e-6f}, out.data());
   for (size_t i = 0; i < summed.size(); ++i) {
     EXPECT_FLOAT_EQ(residual[i], summed[i]);
     EXPECT_NEAR(out[i], expected[i], 1e-5);
@@ -79,7 +79,7 @@ TEST(CpuOps, SiluMulMatchesReference) {
   const int64_t n = 4, inter = 33;
   auto gu = random_vector(n * 2 * inter, 8, 4.0f);
   std::vector<float> out(n * inter, NAN);
-  cpu::silu_mul(gu.data(), n, inter, out.data());
+  cpu::gated_activation(gu.data(), n, inter, Activation::kSilu, out.data());
   std::vector<double> ref(n * inter);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t i = 0; i < inter; ++i) {
@@ -94,7 +94,7 @@ TEST(CpuOps, EmbeddingGathersRows) {
   auto table = random_vector(vocab * hidden, 9);
   const std::vector<int32_t> ids = {3, 0, 9, 3};
   std::vector<float> out(ids.size() * hidden, NAN);
-  cpu::embedding(table.data(), vocab, hidden, ids.data(), ids.size(), out.data());
+  cpu::embedding(table.data(), vocab, hidden, ids.data(), ids.size(), 1.0f, out.data());
   for (size_t t = 0; t < ids.size(); ++t)
     for (int64_t i = 0; i < hidden; ++i) EXPECT_EQ(out[t * hidden + i], table[ids[t] * hidden + i]);
 }
@@ -143,9 +143,9 @@ TEST(CpuOps, InterleavedRopeIsRotateHalfOnPairedDimensions) {
   std::vector<float> k_half(4 * d, 0.0f), v_half(4 * d, 0.0f);
   AttentionShape s = c.shape;
   s.rope_style = RopeStyle::kInterleaved;
-  cpu::rope_and_cache(interleaved.data(), c.inv_freq.data(), c.batch, s, k_interleaved.data(),
+  cpu::rope_and_cache(interleaved.data(), c.inv_freq.data(), c.batch, s, {}, k_interleaved.data(),
                       v_interleaved.data());
-  cpu::rope_and_cache(half.data(), c.inv_freq.data(), c.batch, c.shape, k_half.data(), v_half.data());
+  cpu::rope_and_cache(half.data(), c.inv_freq.data(), c.batch, c.shape, {}, k_half.data(), v_half.data());
   EXPECT_EQ(to_half(interleaved), half);
   EXPECT_EQ(to_half(k_interleaved), k_half);
   EXPECT_EQ(to_half(v_interleaved), v_half);
@@ -156,7 +156,7 @@ TEST(CpuOps, PaddingSlotWritesNoCacheEntry) {
   RopeCase c(-1);
   std::vector<float> qkv = random_vector(c.shape.qkv_width(), 8);
   std::vector<float> k(4 * 8, 5.0f), v(4 * 8, 5.0f);
-  cpu::rope_and_cache(qkv.data(), c.inv_freq.data(), c.batch, c.shape, k.data(), v.data());
+  cpu::rope_and_cache(qkv.data(), c.inv_freq.data(), c.batch, c.shape, {}, k.data(), v.data());
   EXPECT_EQ(k, std::vector<float>(4 * 8, 5.0f));
   EXPECT_EQ(v, std::vector<float>(4 * 8, 5.0f));
 }
@@ -251,10 +251,10 @@ TEST_P(PagedAttention, MatchesDenseCausalReference) {
     }
   }
 
-  cpu::rope_and_cache(qkv.data(), inv_freq.data(), batch, s, k_cache.data(), v_cache.data());
+  cpu::rope_and_cache(qkv.data(), inv_freq.data(), batch, s, {}, k_cache.data(), v_cache.data());
   std::vector<float> out(static_cast<size_t>(n) * c.num_heads * c.head_dim, NAN);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  cpu::attention(qkv.data(), k_cache.data(), v_cache.data(), c.block_size, batch, s, scale, out.data());
+  cpu::attention(qkv.data(), k_cache.data(), v_cache.data(), c.block_size, batch, s, AttentionSpec{scale}, out.data());
 
   std::vector<double> ref(out.size());
   const int32_t group = c.num_heads / c.num_kv_heads;

@@ -91,7 +91,7 @@ TEST_F(GgufConfigTest, UnknownArchitectureListsSupported) {
   absl::Status st = config_of(b, "mamba.gguf").status();
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr(path_));
-  EXPECT_THAT(st.message(), HasSubstr("'mamba' is not supported (supported: llama)"));
+  EXPECT_THAT(st.message(), HasSubstr("'mamba' is not supported in GGUF files (supported: llama;"));
 }
 
 TEST_F(GgufConfigTest, MissingOrIllTypedKeysAreNamed) {

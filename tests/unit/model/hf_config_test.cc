@@ -97,9 +97,12 @@ TEST(HfConfigTest, OtherRopeScalingTypes) {
   EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kNone);
 
   absl::Status st =
-      config_from_hf_json(with_rope(R"({"rope_type": "yarn", "factor": 4})"), kPath).status();
+      config_from_hf_json(with_rope(R"({"rope_type": "longrope", "factor": 4})"), kPath).status();
   EXPECT_THAT(st.message(),
-              HasSubstr("'rope_scaling.rope_type' is 'yarn', which is not supported"));
+              HasSubstr("'rope_scaling.rope_type' is 'longrope', which is not supported"));
+  st = config_from_hf_json(with_rope(R"({"rope_type": "yarn", "factor": 4, "mscale": 1})"), kPath)
+           .status();
+  EXPECT_THAT(st.message(), HasSubstr("'rope_scaling.mscale' (DeepSeek's yarn) is not supported"));
   st = config_from_hf_json(with_rope("[1]"), kPath).status();
   EXPECT_THAT(st.message(), HasSubstr("'rope_scaling' must be an object or null, got array"));
 }
@@ -157,13 +160,13 @@ TEST(HfConfigTest, MissingAndIllTypedKeysAreNamed) {
 }
 
 TEST(HfConfigTest, UnsupportedArchitecture) {
-  absl::Status st = config_from_hf_json(R"({"architectures": ["MistralForCausalLM"],
-      "model_type": "mistral", "hidden_size": 64})",
+  absl::Status st = config_from_hf_json(R"({"architectures": ["MambaForCausalLM"],
+      "model_type": "mamba", "hidden_size": 64})",
                                         kPath)
                         .status();
   EXPECT_THAT(st.message(), HasSubstr(kPath));
-  EXPECT_THAT(st.message(),
-              HasSubstr("[MistralForCausalLM] / model_type 'mistral' is not a supported"));
+  EXPECT_THAT(st.message(), HasSubstr("[MambaForCausalLM] / model_type 'mamba' is not a supported"));
+  EXPECT_THAT(st.message(), HasSubstr("Gemma2ForCausalLM (gemma2)"));
   st = config_from_hf_json(R"({"architectures": "LlamaForCausalLM"})", kPath).status();
   EXPECT_THAT(st.message(), HasSubstr("'architectures' must be an array of strings"));
 }

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/kv_cache/kv_cache.h"
-#include "runtime/model/llama.h"
+#include "runtime/model/decoder_model.h"
 #include "runtime/runner/step_runner.h"
 
 namespace tessera {
@@ -36,7 +36,7 @@ TEST(LlamaFootprint, OnlyTheHeadActivationsGrowWithTheVocabulary) {
   const ForwardLimits limits{2048, 256};
   ModelConfig c = llama3_8b();
   auto bytes = [&] {
-    return StepRunner::activation_bytes(LlamaModel::activation_cost(c, DType::kBF16), c.hidden_size,
+    return StepRunner::activation_bytes(DecoderModel::activation_cost(c, DType::kBF16), c.hidden_size,
                                         c.vocab_size, limits, unpadded(), DType::kBF16);
   };
   const uint64_t stage = bytes().stage;
@@ -51,7 +51,7 @@ TEST(LlamaFootprint, OnlyTheHeadActivationsGrowWithTheVocabulary) {
 // The planner's KV cost per token is the cache's own formula, so its token capacity is what
 // KvCache::create will allocate.
 TEST(LlamaFootprint, KvBytesPerTokenAreTheCachesOwn) {
-  const ModelFootprint f = LlamaModel::footprint(llama3_8b(), DType::kBF16);
+  const ModelFootprint f = DecoderModel::footprint(llama3_8b(), DType::kBF16);
   EXPECT_EQ(f.kv_bytes_per_token_per_layer, 4096u);  // K and V: 2 x 8 heads x 128 x 2 bytes
   const KvCacheShape one_block{32, 1, 16, 8, 128};
   EXPECT_EQ(one_block.bytes_per_block(DType::kBF16), 32 * 16 * f.kv_bytes_per_token_per_layer);

@@ -1,0 +1,37 @@
+// One decoder layer's weights, as every family stores them once loaded: q/k/v fused into one
+// projection (Phi-3 stores it fused already) and gate/up into another, the optional parts
+// (biases, q/k norms, sandwich norms) left empty where the architecture has none. Loaded by HF
+// name; which norm does what is the family's forward's business (Llama's post_attention_layernorm
+// normalizes the MLP's input, Gemma's the attention's output).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "runtime/backend.h"
+#include "runtime/model/weight_loader.h"
+#include "runtime/model_io/model_config.h"
+
+namespace tessera {
+
+struct DecoderLayer {
+  Tensor input_layernorm;             // [hidden]
+  Tensor qkv;                         // [(n_heads + 2 * n_kv_heads) * head_dim, hidden]
+  Tensor qkv_bias;                    // [qkv_width] (qkv_bias)
+  Tensor q_norm, k_norm;              // [head_dim] each (qk_norm)
+  Tensor o;                           // [hidden, n_heads * head_dim]
+  Tensor post_attention_layernorm;    // [hidden]
+  Tensor pre_feedforward_layernorm;   // [hidden] (sandwich_norms)
+  Tensor post_feedforward_layernorm;  // [hidden] (sandwich_norms)
+  Tensor gate_up;                     // [2 * intermediate, hidden]
+  Tensor down;                        // [hidden, intermediate]
+};
+
+// Loads layer `i` of `config`'s family onto `backend`.
+absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& backend,
+                                                const ModelConfig& config, int64_t i);
+
+// Elements of one layer's weights, as load_decoder_layer() stores them.
+int64_t decoder_layer_elements(const ModelConfig& config);
+
+}  // namespace tessera

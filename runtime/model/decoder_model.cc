@@ -1,0 +1,234 @@
+#include "runtime/model/decoder_model.h"
+
+#include <cmath>
+
+#include "base/status_macros.h"
+#include "base/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/model/gemma.h"
+#include "runtime/model/llama.h"
+#include "runtime/model/rope.h"
+
+namespace tessera {
+
+// --- the shared layers ---------------------------------------------------------------------
+
+StageRun::StageRun(const DecoderModel& model, const StagePass& pass)
+    : model_(model), pass_(pass), b_(*pass.segment.backend) {
+  const DecoderModel::Activations& a = model.stages_[pass.stage].act;
+  const PassRows& rows = pass.tokens;
+  x_ = rows.of(pass.residual);
+  normed_ = rows.of(a.normed);
+  qkv_ = rows.of(a.qkv);
+  attn_ = rows.of(a.attn);
+  proj_ = rows.of(a.proj);
+  gate_up_ = rows.of(a.gate_up);
+  act_ = rows.of(a.act);
+  if (a.sandwich.data != nullptr) sandwich_ = rows.of(a.sandwich);
+}
+
+void StageRun::norm_input(const Tensor& w) {
+  const NormSpec norm{model_.config_.rms_norm_eps, model_.config_.norm_weight_offset};
+  if (pending_.data == nullptr) {
+    b_.rms_norm(x_, w, norm, normed_);
+  } else {
+    b_.add_rms_norm(x_, pending_, w, norm, normed_);
+    pending_ = Tensor{};
+  }
+}
+
+void StageRun::add_norm(const Tensor& y, const Tensor& w) {
+  b_.add_rms_norm(x_, y, w, NormSpec{model_.config_.rms_norm_eps, model_.config_.norm_weight_offset},
+                  normed_);
+}
+
+void StageRun::norm(const Tensor& y, const Tensor& w, const Tensor& out) {
+  b_.rms_norm(y, w, NormSpec{model_.config_.rms_norm_eps, model_.config_.norm_weight_offset}, out);
+}
+
+void StageRun::attention(const DecoderLayer& l, int32_t i) {
+  const ModelConfig& c = model_.config_;
+  const DecoderModel::Stage& stage = model_.stages_[pass_.stage];
+  const DecoderModel::Activations& a = stage.act;
+  const PassRows& rows = pass_.tokens;
+  const AttentionShape shape = model_.attention_shape();
+  const KvLayerView kv = pass_.cache.layer(i);
+  const bool sliding = c.is_sliding(i);
+  QkvPrologue prologue;
+  prologue.bias = l.qkv_bias.data != nullptr ? &l.qkv_bias : nullptr;
+  prologue.q_norm = l.q_norm.data != nullptr ? &l.q_norm : nullptr;
+  prologue.k_norm = l.k_norm.data != nullptr ? &l.k_norm : nullptr;
+  prologue.norm = NormSpec{c.rms_norm_eps, c.norm_weight_offset};
+  b_.linear(rows.gemm_of(a.normed), l.qkv, rows.gemm_of(a.qkv));
+  b_.rope_and_cache(qkv_, sliding ? stage.inv_freq_sliding : stage.inv_freq, shape, prologue, kv);
+  b_.attention(qkv_, kv, shape, model_.attention_spec(i), attn_);
+  b_.linear(rows.gemm_of(a.attn), l.o, rows.gemm_of(a.proj));
+}
+
+void StageRun::mlp(const DecoderLayer& l) {
+  const DecoderModel::Activations& a = model_.stages_[pass_.stage].act;
+  const PassRows& rows = pass_.tokens;
+  b_.linear(rows.gemm_of(a.normed), l.gate_up, rows.gemm_of(a.gate_up));
+  b_.gated_activation(gate_up_, model_.config_.activation, act_);
+  b_.linear(rows.gemm_of(a.act), l.down, rows.gemm_of(a.proj));
+}
+
+// --- the model -----------------------------------------------------------------------------
+
+DecoderModel::DecoderModel(ModelConfig config) : config_(std::move(config)) {
+  const ModelConfig& c = config_;
+  // transformers: head_dim ** -0.5 (Gemma: query_pre_attn_scalar ** -0.5); yarn's factor on cos
+  // and sin scales every q.k by its square.
+  const float base = c.query_pre_attn_scalar > 0.0f
+                         ? static_cast<float>(std::pow(static_cast<double>(c.query_pre_attn_scalar), -0.5))
+                         : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const float factor = rope_attention_factor(c);
+  attention_scale_ = factor == 1.0f ? base : base * factor * factor;
+}
+
+absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::load(const WeightSource& weights,
+                                                                 std::vector<LayerSegment> segments) {
+  const ModelConfig& config = weights.config();
+  TESSERA_RETURN_IF_ERROR(config.validate());
+  TESSERA_RETURN_IF_ERROR(validate_segments(segments, static_cast<int32_t>(config.num_layers)));
+  std::unique_ptr<DecoderModel> model;
+  const std::string& family = config.architecture;
+  if (family == "gemma2" || family == "gemma3") {
+    model = std::make_unique<GemmaModel>(config);
+  } else if (family == "llama" || family == "mistral" || family == "qwen2" || family == "qwen3" ||
+             family == "phi3") {
+    model = std::make_unique<LlamaModel>(config);
+  } else {
+    return absl::InvalidArgumentError(str_cat("architecture '", family,
+                                              "' has no forward (supported: ",
+                                              absl::StrJoin(supported_architectures(), ", "), ")"));
+  }
+  TESSERA_RETURN_IF_ERROR(model->load_weights(weights, segments));
+  return model;
+}
+
+ModelFootprint DecoderModel::footprint(const ModelConfig& c, DType dtype) {
+  const uint64_t es = element_size(dtype);
+  ModelFootprint f;
+  f.embedding_bytes = static_cast<uint64_t>(c.vocab_size * c.hidden_size) * es;
+  f.layer_bytes.assign(static_cast<size_t>(c.num_layers),
+                       static_cast<uint64_t>(decoder_layer_elements(c)) * es);
+  f.final_norm_bytes = static_cast<uint64_t>(c.hidden_size) * es;
+  f.tied_embeddings = c.tie_word_embeddings;
+  f.lm_head_bytes = c.tie_word_embeddings ? 0 : f.embedding_bytes;
+  f.kv_bytes_per_token_per_layer = kv_bytes_per_token_per_layer(c.num_kv_heads, c.head_dim, dtype);
+  return f;
+}
+
+ActivationCost DecoderModel::activation_cost(const ModelConfig& c, DType dtype) {
+  const int64_t qkv = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  // normed, proj, (sandwich); qkv; attn; gate_up; act; and last -- as allocate_activations() sizes
+  // them.
+  const int64_t per_token = (c.sandwich_norms ? 3 : 2) * c.hidden_size + qkv +
+                            c.num_heads * c.head_dim + 3 * c.intermediate_size;
+  return ActivationCost{.per_token = static_cast<uint64_t>(per_token) * element_size(dtype),
+                        .per_logit_row = static_cast<uint64_t>(c.hidden_size) * element_size(dtype)};
+}
+
+AttentionShape DecoderModel::attention_shape() const {
+  return AttentionShape{static_cast<int32_t>(config_.num_heads),
+                        static_cast<int32_t>(config_.num_kv_heads),
+                        static_cast<int32_t>(config_.head_dim), config_.rope_style};
+}
+
+KvCacheShape DecoderModel::kv_cache_shape(int32_t num_blocks, int32_t block_size) const {
+  return KvCacheShape{static_cast<int32_t>(config_.num_layers), num_blocks, block_size,
+                      static_cast<int32_t>(config_.num_kv_heads),
+                      static_cast<int32_t>(config_.head_dim)};
+}
+
+AttentionSpec DecoderModel::attention_spec(int32_t layer) const {
+  return AttentionSpec{.scale = attention_scale_,
+                       .softcap = config_.attn_logit_softcap,
+                       .window = config_.is_sliding(layer) ? static_cast<int32_t>(config_.sliding_window) : 0};
+}
+
+absl::Status DecoderModel::load_weights(const WeightSource& weights,
+                                        const std::vector<LayerSegment>& segments) {
+  const ModelConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  Backend& first = *segments.front().backend;
+  Backend& last = *segments.back().backend;
+  WeightLoader loader(weights, arena_);
+
+  TESSERA_ASSIGN_OR_RETURN(embed_, loader.load(first, {"model.embed_tokens.weight"}, {c.vocab_size, h}));
+  TESSERA_ASSIGN_OR_RETURN(final_norm_, loader.load(last, {"model.norm.weight"}, {h}));
+  if (c.tie_word_embeddings && &first == &last) {
+    lm_head_ = embed_;
+  } else {
+    // Untied, or tied with the head on another device than the embeddings: that device holds
+    // its own copy of the (shared) matrix.
+    const std::string_view name = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    TESSERA_ASSIGN_OR_RETURN(lm_head_, loader.load(last, {name}, {c.vocab_size, h}));
+  }
+  layers_.resize(c.num_layers);
+  for (const LayerSegment& seg : segments) {
+    Backend& b = *seg.backend;
+    for (int64_t i = seg.first_layer; i < seg.end_layer(); ++i) {
+      TESSERA_ASSIGN_OR_RETURN(layers_[i], load_decoder_layer(loader, b, c, i));
+    }
+    Stage stage;
+    const std::vector<float> inv_freq = rope_inv_freq(c);
+    TESSERA_ASSIGN_OR_RETURN(stage.inv_freq,
+                             arena_.allocate(b, DType::kF32, {static_cast<int64_t>(inv_freq.size())}));
+    b.upload_f32(inv_freq, stage.inv_freq);
+    stage.inv_freq_sliding = stage.inv_freq;
+    if (c.rope_local_theta > 0.0f && c.sliding_window > 0) {
+      const std::vector<float> local = rope_inv_freq(c, /*sliding_layer=*/true);
+      TESSERA_ASSIGN_OR_RETURN(stage.inv_freq_sliding,
+                               arena_.allocate(b, DType::kF32, {static_cast<int64_t>(local.size())}));
+      b.upload_f32(local, stage.inv_freq_sliding);
+    }
+    stages_.push_back(stage);
+  }
+  weight_bytes_ = loader.bytes_loaded();
+  return absl::OkStatus();
+}
+
+absl::Status DecoderModel::allocate_activations(int32_t stage, const LayerSegment& segment,
+                                                int64_t rows, int64_t logit_rows, bool last) {
+  const ModelConfig& c = config_;
+  Backend& b = *segment.backend;
+  Activations& act = stages_[stage].act;
+  const DType dt = b.compute_dtype();
+  TESSERA_ASSIGN_OR_RETURN(act.normed, arena_.allocate(b, dt, {rows, c.hidden_size}));
+  TESSERA_ASSIGN_OR_RETURN(act.qkv, arena_.allocate(b, dt, {rows, attention_shape().qkv_width()}));
+  TESSERA_ASSIGN_OR_RETURN(act.attn, arena_.allocate(b, dt, {rows, c.num_heads * c.head_dim}));
+  TESSERA_ASSIGN_OR_RETURN(act.proj, arena_.allocate(b, dt, {rows, c.hidden_size}));
+  TESSERA_ASSIGN_OR_RETURN(act.gate_up, arena_.allocate(b, dt, {rows, 2 * c.intermediate_size}));
+  TESSERA_ASSIGN_OR_RETURN(act.act, arena_.allocate(b, dt, {rows, c.intermediate_size}));
+  if (c.sandwich_norms) {
+    TESSERA_ASSIGN_OR_RETURN(act.sandwich, arena_.allocate(b, dt, {rows, c.hidden_size}));
+  }
+  if (!last) return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(act.last, arena_.allocate(b, dt, {logit_rows, c.hidden_size}));
+  return absl::OkStatus();
+}
+
+void DecoderModel::run_stage(const StagePass& p) {
+  Backend& b = *p.segment.backend;
+  StageRun run(*this, p);
+  if (p.first_stage) b.embedding(embed_, config_.embedding_scale, run.x_);
+  for (int32_t i = p.segment.first_layer; i < p.segment.end_layer(); ++i) {
+    run_layer(run, layers_[i], i);
+  }
+  if (!p.last_stage) {
+    // Complete the residual stream before it travels: the backends' only residual add is the
+    // fused one, whose normalized output is not needed here.
+    run.norm_input(layers_[p.segment.end_layer() - 1].input_layernorm);
+    return;
+  }
+  if (p.logits.count == 0) return;
+  run.norm_input(final_norm_);
+  const Tensor& last = stages_[p.stage].act.last;
+  b.gather_logit_rows(run.normed_, p.logits.of(last));
+  b.linear(p.logits.gemm_of(last), lm_head_, p.logits.gemm_of(p.logit_out));
+  if (config_.final_logit_softcap > 0.0f) b.soft_cap(p.logits.of(p.logit_out), config_.final_logit_softcap);
+}
+
+}  // namespace tessera

@@ -1,0 +1,122 @@
+// What every family shares: the weights of a decoder stack placed over the runner's stages, its
+// activations, and the layers a family's forward is written with (StageRun). A family supplies
+// only run_layer(), the math of one decoder layer, top to bottom (llama.cc, gemma.cc); the
+// StepRunner (runtime/runner/) runs the stages.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/backend.h"
+#include "runtime/backend/layer_segment.h"
+#include "runtime/kv_cache/kv_cache.h"
+#include "runtime/model/decoder_layer.h"
+#include "runtime/model_io/weight_source.h"
+#include "runtime/placement/placement_planner.h"
+#include "runtime/runner/stage_model.h"
+#include "runtime/runner/step_runner.h"
+#include "runtime/runner/tensor_arena.h"
+
+namespace tessera {
+
+class DecoderModel;
+
+// One stage pass as a family's layer sees it: the residual stream `x` of the pass's rows, the
+// shared layers over them, and what the previous layer left to add to x (added inside the next
+// norm, so that the residual add costs no pass of its own).
+class StageRun {
+ public:
+  // normed = norm(x + pending) (just norm(x) at the stage's first layer: x arrives complete).
+  void norm_input(const Tensor& w);
+  // proj = o(attention(rope(qkv(normed)))) over layer i's cache, with the layer's window.
+  void attention(const DecoderLayer& l, int32_t i);
+  // x += y; normed = norm(x).
+  void add_norm(const Tensor& y, const Tensor& w);
+  // out = norm(y) (the sandwich norms of Gemma).
+  void norm(const Tensor& y, const Tensor& w, const Tensor& out);
+  // proj = down(act(gate_up(normed))).
+  void mlp(const DecoderLayer& l);
+  // y joins x at the next norm_input (or the stage's end).
+  void defer_add(const Tensor& y) { pending_ = y; }
+
+  // This pass's rows of the activations.
+  const Tensor& proj() const { return proj_; }
+  const Tensor& sandwich() const { return sandwich_; }
+
+ private:
+  friend class DecoderModel;
+  StageRun(const DecoderModel& model, const StagePass& pass);
+
+  const DecoderModel& model_;
+  const StagePass& pass_;
+  Backend& b_;
+  Tensor x_, normed_, qkv_, attn_, proj_, gate_up_, act_, sandwich_;  // [rows, ...] of this pass
+  Tensor pending_;  // empty: nothing to add
+};
+
+class DecoderModel : public StageModel {
+ public:
+  // Loads the family `weights.config().architecture` names, every weight onto the backend of the
+  // segment that holds it: the embeddings on the first, the final norm and lm_head on the last
+  // (a copy of the embeddings there when they are tied and the devices differ). An architecture
+  // with no forward here is refused with the list of those that have one.
+  static absl::StatusOr<std::unique_ptr<DecoderModel>> load(const WeightSource& weights,
+                                                            std::vector<LayerSegment> segments);
+
+  // What load() and allocate_activations() place, in `dtype`, for the placement planner.
+  static ModelFootprint footprint(const ModelConfig& config, DType dtype);
+  static ActivationCost activation_cost(const ModelConfig& config, DType dtype);
+
+  const ModelConfig& config() const { return config_; }
+  AttentionShape attention_shape() const;
+  KvCacheShape kv_cache_shape(int32_t num_blocks, int32_t block_size) const;
+  size_t weight_bytes() const { return weight_bytes_; }
+
+  int32_t num_layers() const override { return static_cast<int32_t>(config_.num_layers); }
+  int64_t hidden_size() const override { return config_.hidden_size; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  absl::Status allocate_activations(int32_t stage, const LayerSegment& segment, int64_t rows,
+                                    int64_t logit_rows, bool last) override;
+  void run_stage(const StagePass& pass) final;
+
+ protected:
+  explicit DecoderModel(ModelConfig config);
+  // The family's math of decoder layer i.
+  virtual void run_layer(StageRun& run, const DecoderLayer& l, int32_t i) const = 0;
+
+ private:
+  friend class StageRun;
+  // One stage's scratch (the residual stream is the runner's).
+  struct Activations {
+    Tensor normed;    // [rows, hidden]
+    Tensor qkv;       // [rows, qkv_width]
+    Tensor attn;      // [rows, n_heads * head_dim]
+    Tensor proj;      // [rows, hidden]   o_proj and down_proj outputs
+    Tensor gate_up;   // [rows, 2 * intermediate]
+    Tensor act;       // [rows, intermediate]
+    Tensor sandwich;  // [rows, hidden]   sandwich-normed outputs (sandwich_norms only)
+    Tensor last;      // [logit rows, hidden] lm_head's input, on the last stage
+  };
+  struct Stage {
+    Tensor inv_freq;          // [head_dim / 2] fp32, full-attention layers
+    Tensor inv_freq_sliding;  // [head_dim / 2] fp32, sliding layers (== inv_freq unless Gemma 3)
+    Activations act;
+  };
+
+  absl::Status load_weights(const WeightSource& weights, const std::vector<LayerSegment>& segments);
+  AttentionSpec attention_spec(int32_t layer) const;
+
+  ModelConfig config_;
+  float attention_scale_;  // head_dim^-1/2 (or query_pre_attn_scalar^-1/2), times yarn's factor^2
+  TensorArena arena_;      // owns every tensor below
+  size_t weight_bytes_ = 0;
+  Tensor embed_;       // [vocab, hidden], on the first stage
+  Tensor final_norm_;  // [hidden], on the last stage
+  Tensor lm_head_;     // [vocab, hidden], on the last stage; the embedding (or its copy) when tied
+  std::vector<DecoderLayer> layers_;
+  std::vector<Stage> stages_;
+};
+
+}  // namespace tessera
