@@ -38,6 +38,9 @@
 #            tokens from each on 3 prompts, compared bit for bit; the sampling kernel's timings
 #            from each build's GPU tests; `tessera bench serve` at concurrency 1 and 64 on each,
 #            the builds alternating
+#   families the small random-weight models of every family (FAMILIES=tests/data/families, made
+#            by tests/reference/make_family_fixtures.py) on the GPU backend in bf16: logits against
+#            transformers' fp32 ones and greedy agreement, per family and prompt
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -49,7 +52,7 @@
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-stage=${1:?usage: scripts/gpu-check.sh kernels|ab|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve [BUNDLE_DIR]}
+stage=${1:?usage: scripts/gpu-check.sh kernels|ab|families|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve [BUNDLE_DIR]}
 bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
@@ -394,9 +397,33 @@ PY
   done
 }
 
+run_families() {
+  local dir=${FAMILIES:-tests/data/families}
+  for f in "$dir"/*/; do
+    local name=$(basename "$f")
+    local prompts=()
+    mapfile -t prompts < <(python3 -c "import json,sys; [print('ids:' + ','.join(map(str, c['prompt_ids']))) for c in json.load(open(sys.argv[1]))['cases']]" "$f/expected.json")
+    TESSERA_BACKEND=gpu "$bundle/bin/dump_logits" "$f/hf" "$out/family_$name.json" "${prompts[@]}" \
+      > "$out/family_$name.log" 2>&1 || { echo "$name: dump_logits failed"; tail -3 "$out/family_$name.log"; status=1; continue; }
+    python3 - "$f/expected.json" "$out/family_$name.json" "$name" <<'PY' || status=1
+import json, math, sys
+want, got, name = json.load(open(sys.argv[1]))["cases"], json.load(open(sys.argv[2])), sys.argv[3]
+ok = True
+for i, (w, g) in enumerate(zip(want, got)):
+    num = math.sqrt(sum((a - b) ** 2 for a, b in zip(g["logits"], w["logits"])))
+    den = math.sqrt(sum(b * b for b in w["logits"]))
+    same = next((k for k, (a, b) in enumerate(zip(g["greedy"], w["greedy_ids"])) if a != b), len(w["greedy_ids"]))
+    print(f"{name:8s} prompt {i} ({len(w['prompt_ids']):3d} tokens): bf16 logits rel err {num / den:.2e}, greedy equal for {same}/{len(w['greedy_ids'])}")
+    ok &= num / den < 0.05  # bf16 weights and activations against fp32
+sys.exit(0 if ok else 1)
+PY
+  done
+}
+
 case "$stage" in
   kernels) run_kernels ;;
   ab) run_ab ;;
+  families) run_families ;;
   multi) run_multi ;;
   tuning) run_tuning ;;
   e2e) run_e2e ;;
