@@ -48,9 +48,11 @@ The GGUFs therefore carry tokenizer.ggml.model = "gpt2", tokenizer.ggml.pre = "g
 
 Versions used for the committed fixtures (pip, PyPI only; torch is the default PyPI wheel, run on
 CPU):
-  torch 2.15.0, transformers 5.24.0, safetensors 0.8.0, numpy 2.4.6, gguf 0.19.0 (PyPI),
-  llama-cpp-python 0.3.36 sdist (vendor/llama.cpp/convert_hf_to_gguf.py), sentencepiece 0.2.3
-  (imported by the converter).
+  torch 2.15.0, transformers 5.24.0, safetensors 0.8.0, numpy 2.4.6, gguf 0.19.0 (PyPI; reads
+  the GGUFs back), llama-cpp-python 0.3.36 sdist (vendor/llama.cpp/convert_hf_to_gguf.py, run with
+  the gguf-py of that tree as it does by default: PyPI's gguf 0.19.0 lacks constants it needs),
+  sentencepiece 0.2.3 (imported by the converter); optionally llama-cpp-python 0.3.36 built from
+  that sdist for step 6.
 
 Usage (from the repository root; needs the packages above, no network besides PyPI):
   python3 -m venv /tmp/fam && . /tmp/fam/bin/activate
@@ -59,6 +61,7 @@ Usage (from the repository root; needs the packages above, no network besides Py
   tar -C /tmp/fam/sdist -xzf /tmp/fam/sdist/llama_cpp_python-0.3.36.tar.gz
   python3 tests/reference/make_family_fixtures.py \
       --llama-cpp /tmp/fam/sdist/llama_cpp_python-0.3.36/vendor/llama.cpp [--only gemma3 ...]
+  python3 tests/reference/make_family_fixtures.py --readme-only   # README.md from summary.json
 
 Everything is seeded: rerunning with the same versions reproduces the files byte for byte (the
 GGUF's general.* metadata included, since no name/date is derived from the environment).
