@@ -141,6 +141,11 @@ MODELS = [
     ("gemma2", "gemma-2-it.jinja", "<bos>", "<eos>", False),
     ("phi3", "phi-3-mini-4k-instruct.jinja", "<s>", "<|endoftext|>", True),
     ("zephyr", "zephyr-7b-beta.jinja", "<s>", "</s>", True),
+    ("gemma3", "gemma-3-it.jinja", "<bos>", "<eos>", True),
+    ("tinyllama", "tinyllama-1.1b-chat-v1.0.jinja", "<s>", "</s>", True),
+    ("llama2", "llama-2-7b-chat.jinja", "<s>", "</s>", True),
+    ("mistral-v0.1", "mistral-7b-instruct-v0.1.jinja", "<s>", "</s>", False),
+    ("mistral-v0.2", "mistral-7b-instruct-v0.2.jinja", "<s>", "</s>", True),
 ]
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
@@ -243,6 +248,45 @@ def model_cases():
     bad_id[1] = {"role": "assistant", "tool_calls": [{"id": "short", "function": {"name": "f", "arguments": {}}}]}
     cases.append(make_case("mistral-v0.3/bad_tool_call_id", bad_id, {}, True, "<s>", "</s>",
                            template_file="mistral-7b-instruct-v0.3.jinja"))
+    # Role-order errors: the template's raise_exception message must come back verbatim.
+    assistant_first = [{"role": "assistant", "content": "I speak first."}, {"role": "user", "content": "hi"}]
+    system_assistant = [SYSTEM, {"role": "assistant", "content": "Hello."}]
+    user_twice_after_system = [SYSTEM, {"role": "user", "content": "one"}, {"role": "assistant", "content": "a"},
+                               {"role": "assistant", "content": "b"}]
+    tool_role = [{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}]
+    for short, fixture, bos, eos in [("gemma3", "gemma-3-it.jinja", "<bos>", "<eos>"),
+                                     ("llama2", "llama-2-7b-chat.jinja", "<s>", "</s>"),
+                                     ("mistral-v0.1", "mistral-7b-instruct-v0.1.jinja", "<s>", "</s>"),
+                                     ("mistral-v0.2", "mistral-7b-instruct-v0.2.jinja", "<s>", "</s>")]:
+        cases.append(make_case(f"{short}/assistant_first", assistant_first, {}, True, bos, eos,
+                               template_file=fixture))
+        cases.append(make_case(f"{short}/system_then_assistant", system_assistant, {}, True, bos, eos,
+                               template_file=fixture))
+        cases.append(make_case(f"{short}/assistant_twice", user_twice_after_system, {}, True, bos, eos,
+                               template_file=fixture))
+    for short, fixture in [("mistral-v0.1", "mistral-7b-instruct-v0.1.jinja"),
+                           ("mistral-v0.2", "mistral-7b-instruct-v0.2.jinja")]:
+        cases.append(make_case(f"{short}/tool_role_rejected", tool_role, {}, True, "<s>", "</s>",
+                               template_file=fixture))
+    # Llama 2 puts bos_token before every [INST] and strips each message.
+    cases.append(make_case("llama2/system_multi_turn_stripped", [
+        {"role": "system", "content": "  Answer briefly.\n"},
+        {"role": "user", "content": " First? "},
+        {"role": "assistant", "content": "\nYes.  "},
+        {"role": "user", "content": "Second?"},
+        {"role": "assistant", "content": "No."},
+    ], {}, False, "<s>", "</s>", template_file="llama-2-7b-chat.jinja"))
+    # Gemma 3: content as a list of parts (text and image), and a system message given as parts.
+    gemma3_parts = [
+        {"role": "system", "content": [{"type": "text", "text": "Describe images. "}]},
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "  What is this?  "}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]},
+        {"role": "user", "content": "And now?"},
+    ]
+    cases.append(make_case("gemma3/content_parts", gemma3_parts, {}, True, "<bos>", "<eos>",
+                           template_file="gemma-3-it.jinja"))
+    cases.append(make_case("gemma3/invalid_content_type", [{"role": "user", "content": 5}], {}, True, "<bos>",
+                           "<eos>", template_file="gemma-3-it.jinja"))
     cases.append(make_case("qwen3/thinking_disabled", [{"role": "user", "content": "Hi"}],
                            {"enable_thinking": False}, True, template_file="qwen3.jinja"))
     return cases
