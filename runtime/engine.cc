@@ -16,7 +16,8 @@ Engine::Engine(ForwardModel& model, KvCache& cache, const Tokenizer& tokenizer, 
       output_(tokenizer),
       config_(config),
       capacity_(cache.allocator(), cache.block_size(),
-                std::min(config.max_num_seqs, model.limits().max_logit_rows)),
+                std::min(config.max_num_seqs, model.limits().max_logit_rows),
+                config.enable_prefix_caching),
       step_scheduler_(model.limits().max_batch_tokens, cache.block_size()) {
   stats_.kv_blocks_total = cache.allocator().num_blocks();
 }
@@ -69,6 +70,21 @@ absl::StatusOr<RequestHandle> Engine::submit(std::shared_ptr<Request> request) {
   return handle;
 }
 
+std::future<int32_t> Engine::reset_prefix_cache() {
+  std::promise<int32_t> reset;
+  std::future<int32_t> dropped = reset.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      reset.set_value(0);
+      return dropped;
+    }
+    prefix_cache_resets_.push_back(std::move(reset));
+  }
+  wake_.notify_one();
+  return dropped;
+}
+
 void Engine::start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (thread_.joinable() || stopping_) return;
@@ -92,6 +108,7 @@ void Engine::shutdown(absl::Status status) {
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
   // The thread is gone: this thread may now touch engine state.
+  run_prefix_cache_resets();
   take_new_requests();
   fail_all(status);
 }
@@ -100,10 +117,24 @@ void Engine::run_loop() {
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [this] { return stopping_ || !inbox_.empty() || !sequences_.empty(); });
+      wake_.wait(lock, [this] {
+        return stopping_ || !inbox_.empty() || !sequences_.empty() ||
+               !prefix_cache_resets_.empty();
+      });
       if (stopping_) return;
     }
     step();
+  }
+}
+
+void Engine::run_prefix_cache_resets() {
+  std::vector<std::promise<int32_t>> resets;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    resets.swap(prefix_cache_resets_);
+  }
+  for (std::promise<int32_t>& reset : resets) {
+    reset.set_value(cache_.allocator().drop_cached());
   }
 }
 
@@ -181,11 +212,14 @@ bool Engine::step() {
 }
 
 std::vector<ScheduledChunk> Engine::schedule() {
+  run_prefix_cache_resets();
   take_new_requests();
   reap_cancelled();
   const CapacityDecision decision = capacity_.schedule(waiting_, running_);
   queued_ -= static_cast<int64_t>(decision.admitted.size()) - static_cast<int64_t>(decision.preempted.size());
   stats_.preemptions_total += static_cast<int64_t>(decision.preempted.size());
+  stats_.prefix_cache_queries_total += decision.prefix_query_tokens;
+  stats_.prefix_cache_hits_total += decision.prefix_hit_tokens;
   for (Sequence* seq : decision.preempted) {
     observer_->on_preemption();
     spdlog::debug("request {}: preempted (recompute), {} tokens", seq->request->id, seq->tokens.size());
@@ -220,6 +254,7 @@ void Engine::update(const std::vector<ScheduledChunk>& chunks,
       stats_.prompt_tokens_total += seq->prompt_len;
     }
     seq->num_computed += c.num_tokens;
+    capacity_.cache_computed_blocks(*seq);
     if (!c.samples) continue;
     const SampleResult& sample = samples[row++];
     // Either sampler answers -1 for non-finite logits; nothing outside the vocabulary may become
@@ -249,6 +284,7 @@ void Engine::publish_stats() {
   stats_.running = static_cast<int64_t>(running_.size());
   stats_.waiting = static_cast<int64_t>(waiting_.size());
   stats_.kv_blocks_used = cache_.allocator().num_used();
+  stats_.prefix_cache_blocks = cache_.allocator().num_cached();
   stats_.graph_steps_total = model_.graph_steps();
   stats_.micro_batched_steps_total = model_.micro_batched_steps();
 }

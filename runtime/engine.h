@@ -1,9 +1,11 @@
 // The engine: one thread per model that owns every Sequence, the schedulers, the KV cache and
 // the model's device work. Each step reads schedule -> execute -> update:
-//   schedule  take new requests, drop cancelled ones, let the capacity scheduler admit/preempt
-//             and the step scheduler build one flattened batch;
+//   schedule  run pending admin jobs (prefix-cache resets), take new requests, drop cancelled
+//             ones, let the capacity scheduler admit (reusing cached prefixes) and preempt, and
+//             the step scheduler build one flattened batch;
 //   execute   run the batch through the model and sample (runtime/runner/step_executor.h);
-//   update    advance each sequence and hand its token to output processing
+//   update    advance each sequence, register its newly computed full blocks in the prefix
+//             cache, and hand its token to output processing
 //             (runtime/output/output_processor.h), which emits to the request's stream.
 #pragma once
 
@@ -11,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -34,6 +37,8 @@ struct EngineConfig {
   int32_t max_num_seqs = 256;  // running at once
   int32_t max_queue = 1024;    // submitted but not yet running
   int32_t max_model_len = 0;   // prompt + max_tokens limit; 0 = unlimited (set from the model)
+  // Keep full KV blocks after their sequence and reuse them for prompts that start the same way.
+  bool enable_prefix_caching = true;
 };
 
 // Counters and gauges the engine keeps for metrics and tests (written by the engine thread,
@@ -49,6 +54,12 @@ struct EngineStats {
   std::atomic<int64_t> generation_tokens_total{0};
   std::atomic<int64_t> graph_steps_total{0};  // steps the model ran through decode graphs
   std::atomic<int64_t> micro_batched_steps_total{0};  // steps split into micro-batches
+  // Prefix cache, in tokens as vLLM counts them: every admitted sequence's tokens are queried
+  // (a preempted one's again when it returns), and those found cached are hits (never
+  // prefilled). Hit rate = hits / queries.
+  std::atomic<int64_t> prefix_cache_queries_total{0};
+  std::atomic<int64_t> prefix_cache_hits_total{0};
+  std::atomic<int64_t> prefix_cache_blocks{0};  // blocks holding cached K/V, in use or evictable
 };
 
 class Engine {
@@ -73,6 +84,12 @@ class Engine {
   // One step on the calling thread (tests; not while start()ed). False when there was no work.
   bool step();
 
+  // Drops every cached prefix block, on the engine thread at its next step; the future answers
+  // how many blocks held cached K/V (0 once shutdown() has begun). Blocks in use stay with their
+  // sequences, which share them with no later request and cache nothing more: after a reset
+  // nothing computed before it is reused.
+  std::future<int32_t> reset_prefix_cache();
+
   const EngineStats& stats() const { return stats_; }
   // Reports steps, token latencies and finished requests to `observer` (not owned; set before
   // start()).
@@ -89,6 +106,7 @@ class Engine {
   // update: each chunk's sequence advanced and its token, if it sampled one, processed.
   void update(const std::vector<ScheduledChunk>& chunks, std::span<const SampleResult> samples,
               Clock::time_point start);
+  void run_prefix_cache_resets();
   void take_new_requests();
   void reap_cancelled();
   // Sends the request its last message and frees the sequence.
@@ -112,6 +130,7 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<RequestHandle> inbox_;
+  std::vector<std::promise<int32_t>> prefix_cache_resets_;  // asked for, not yet run
   std::atomic<int64_t> queued_{0};  // inbox + waiting
   std::atomic<int64_t> in_flight_{0};  // inbox + waiting + running
   bool admitting_ = true;

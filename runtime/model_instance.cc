@@ -146,13 +146,14 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   spdlog::info("model {}: {} layers, {:.1f} MiB weights on {} device(s)\n{}", path,
                config.num_layers, inst->weight_bytes() / 1048576.0, segments.size(),
                format_plan_table(inst->plan_));
-  spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({:.1f} MiB{})", num_blocks,
-               options.block_size, num_blocks * options.block_size,
+  spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({:.1f} MiB{}), prefix caching {}",
+               num_blocks, options.block_size, num_blocks * options.block_size,
                num_blocks * block_bytes / 1048576.0,
                options.kv_cache_bytes > 0
                    ? std::string(", kv_cache_bytes")
                    : str_cat(" of ", free_after_load / 1048576, " MiB free after loading, kv_cache_fraction ",
-                             fraction));
+                             fraction),
+               engine_config.enable_prefix_caching ? "on" : "off");
   if (const int64_t graphs = inst->runner_->largest_graph_bucket(); graphs > 0) {
     spdlog::info("decode graphs: decode steps of up to {} sequences padded to their bucket and "
                  "replayed as graphs recorded per bucket and context class", graphs);

@@ -1,7 +1,6 @@
 #include "runtime/kv_cache/kv_cache.h"
 
 #include <atomic>
-#include <cassert>
 
 #include "absl/strings/str_cat.h"
 #include "base/dtype.h"
@@ -9,30 +8,6 @@
 #include "base/str_cat.h"
 
 namespace tessera {
-
-BlockAllocator::BlockAllocator(int32_t num_blocks) : refcount_(num_blocks, 0) {
-  free_.reserve(num_blocks);
-  // Highest id at the bottom of the stack so that block 0 is handed out first.
-  for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
-}
-
-std::optional<int32_t> BlockAllocator::allocate() {
-  if (free_.empty()) return std::nullopt;
-  const int32_t b = free_.back();
-  free_.pop_back();
-  refcount_[b] = 1;
-  return b;
-}
-
-void BlockAllocator::retain(int32_t block) {
-  assert(refcount_[block] > 0);
-  ++refcount_[block];
-}
-
-void BlockAllocator::release(int32_t block) {
-  assert(refcount_[block] > 0);
-  if (--refcount_[block] == 0) free_.push_back(block);
-}
 
 bool BlockTable::reserve(int32_t num_tokens, int32_t block_size, BlockAllocator& allocator) {
   const int32_t needed = (num_tokens + block_size - 1) / block_size;
@@ -43,8 +18,15 @@ bool BlockTable::reserve(int32_t num_tokens, int32_t block_size, BlockAllocator&
   return true;
 }
 
+void BlockTable::share(std::span<const int32_t> blocks, BlockAllocator& allocator) {
+  for (int32_t b : blocks) {
+    allocator.retain(b);
+    blocks_.push_back(b);
+  }
+}
+
 void BlockTable::release(BlockAllocator& allocator) {
-  for (int32_t b : blocks_) allocator.release(b);
+  for (auto b = blocks_.rbegin(); b != blocks_.rend(); ++b) allocator.release(*b);
   blocks_.clear();
 }
 
@@ -109,7 +91,7 @@ uint64_t next_cache_id() {
 
 KvCache::KvCache(KvCacheShape shape, DType dtype)
     : id_(next_cache_id()), shape_(shape), dtype_(dtype), layer_base_(shape.num_layers),
-      allocator_(shape.num_blocks) {}
+      allocator_(shape.num_blocks, shape.block_size) {}
 
 KvLayerView KvCache::layer(int32_t index) const {
   // A layer's K pool, then its V pool of the same size.

@@ -1,45 +1,29 @@
-// The paged KV cache: per layer, K and V pools of fixed-size blocks; a block allocator with
-// refcounts (so prefix sharing can come later); and per-sequence block tables.
+// The paged KV cache: per layer, K and V pools of fixed-size blocks; the block allocator with its
+// prefix cache (block_allocator.h); and per-sequence block tables.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
 #include "runtime/backend/layer_segment.h"
+#include "runtime/kv_cache/block_allocator.h"
 
 namespace tessera {
-
-class BlockAllocator {
- public:
-  explicit BlockAllocator(int32_t num_blocks);
-
-  int32_t num_blocks() const { return static_cast<int32_t>(refcount_.size()); }
-  int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
-  int32_t num_used() const { return num_blocks() - num_free(); }
-
-  // A free block with refcount 1, or nullopt when none is left.
-  std::optional<int32_t> allocate();
-  void retain(int32_t block);
-  // Drops one reference; the block is free again at zero.
-  void release(int32_t block);
-  int32_t refcount(int32_t block) const { return refcount_[block]; }
-
- private:
-  std::vector<int32_t> refcount_;  // [num_blocks]
-  std::vector<int32_t> free_;      // stack of free block ids
-};
 
 // The blocks one sequence's tokens live in, in order.
 class BlockTable {
  public:
   // Grows the table to hold `num_tokens`; false (and no change) when blocks run out.
   bool reserve(int32_t num_tokens, int32_t block_size, BlockAllocator& allocator);
-  // Gives every block back.
+  // Appends blocks that hold K/V already (a cached prefix, BlockAllocator::match_prefix), taking
+  // one reference to each.
+  void share(std::span<const int32_t> blocks, BlockAllocator& allocator);
+  // Gives every block back, last first: a sequence's tail is then evicted before its head, which
+  // more requests share.
   void release(BlockAllocator& allocator);
   int32_t slot(int32_t position, int32_t block_size) const {
     return blocks_[position / block_size] * block_size + position % block_size;

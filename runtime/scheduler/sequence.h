@@ -1,13 +1,15 @@
 // The engine's state for one request: its tokens so far, how many are in the KV cache, its
-// blocks and sampler, and its output side (the OutputProcessor's). Owned and touched by the
-// engine thread only.
+// blocks (and how far the prefix cache knows them) and sampler, and its output side (the
+// OutputProcessor's). Owned and touched by the engine thread only.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "runtime/kv_cache/block_hash.h"
 #include "runtime/kv_cache/kv_cache.h"
+#include "runtime/kv_cache/prefix_cache.h"
 #include "runtime/output/sequence_output.h"
 #include "runtime/request/request.h"
 #include "runtime/request/sampler.h"
@@ -30,6 +32,8 @@ struct Sequence {
   uint64_t arrival_order;       // FCFS order; also "newest" for preemption
   int32_t num_computed = 0;     // tokens whose K/V are in the cache
   BlockTable blocks;
+  std::vector<BlockHash> block_hashes;  // [full blocks of tokens hashed so far]: the hash chain
+  CachedChain cached;           // leading blocks known to the prefix cache (reset on preemption)
   Sampler sampler;
   SequenceOutput output;
 

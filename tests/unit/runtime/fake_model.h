@@ -64,9 +64,15 @@ class FakeModel final : public ForwardModel {
     ++steps;
     max_tokens_seen = std::max(max_tokens_seen, batch.num_tokens());
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    tokens_run += batch.num_tokens();
     float* k = cache.layer(0).k.as<float>();  // [blocks, block_size, 1, 1]
     const int32_t bs = cache.block_size();
-    for (int32_t t = 0; t < batch.num_tokens(); ++t) k[batch.slot_mapping[t]] = static_cast<float>(batch.token_ids[t]);
+    for (int32_t t = 0; t < batch.num_tokens(); ++t) {
+      // A block is registered in the prefix cache only once its K/V are complete: no step may
+      // write into it after that.
+      writes_into_cached_blocks += cache.allocator().prefix_cache().holds(batch.slot_mapping[t] / bs);
+      k[batch.slot_mapping[t]] = static_cast<float>(batch.token_ids[t]);
+    }
     std::fill(logits.begin(), logits.end(), 0.0f);
     size_t row = 0;
     for (int32_t s = 0; s < batch.num_seqs(); ++s) {
@@ -113,6 +119,8 @@ class FakeModel final : public ForwardModel {
   std::optional<int32_t> broken_device_token;  // forward_sampled answers this id for every row
   int steps = 0;
   int sampled_steps = 0;  // steps that went through forward_sampled
+  int64_t tokens_run = 0;  // tokens of every step's batch
+  int writes_into_cached_blocks = 0;  // K/V written into a block the prefix cache holds
   int32_t max_tokens_seen = 0;
 
  private:

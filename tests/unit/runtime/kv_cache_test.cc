@@ -10,7 +10,7 @@ namespace tessera {
 namespace {
 
 TEST(BlockAllocator, AllocatesEveryBlockOnceAndRecyclesAtZeroRefs) {
-  BlockAllocator a(4);
+  BlockAllocator a(4, 8);
   std::set<int32_t> got;
   for (int i = 0; i < 4; ++i) got.insert(*a.allocate());
   EXPECT_EQ(got.size(), 4u);
@@ -24,7 +24,7 @@ TEST(BlockAllocator, AllocatesEveryBlockOnceAndRecyclesAtZeroRefs) {
 }
 
 TEST(BlockTable, ReserveIsAllOrNothing) {
-  BlockAllocator a(3);
+  BlockAllocator a(3, 8);
   BlockTable t;
   EXPECT_TRUE(t.reserve(20, 8, a));  // 3 blocks
   EXPECT_EQ(t.num_blocks(), 3);
