@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numbers>
 #include <vector>
 
@@ -38,7 +39,8 @@ class GgufConfigReader {
     if (!arch.ok()) return arch.status();
     // The families whose GGUF metadata and tensor names this reader maps (a subset of
     // supported_architectures(): the others load from HF directories).
-    static const std::vector<std::string> supported = {"llama"};
+    static const std::vector<std::string> supported = {"llama", "qwen2", "qwen3",
+                                                       "gemma2", "gemma3", "phi3"};
     if (std::find(supported.begin(), supported.end(), *arch) == supported.end()) {
       return absl::InvalidArgumentError(
           str_cat(g_.path(), ": general.architecture '", *arch,
@@ -69,6 +71,7 @@ class GgufConfigReader {
     if (absl::Status s = read_head_dim(&c); !s.ok()) return s;
     if (absl::Status s = read_rope_scaling(&c); !s.ok()) return s;
     c.tie_word_embeddings = g_.find_tensor("output.weight") == nullptr;
+    if (absl::Status s = read_family(&c); !s.ok()) return s;
 
     if (absl::Status s = c.validate(); !s.ok()) {
       return absl::InvalidArgumentError(
@@ -79,6 +82,44 @@ class GgufConfigReader {
 
  private:
   std::string key(std::string_view suffix) const { return str_cat(prefix_, suffix); }
+
+  // What each family adds to the Llama shape, as llama.cpp's converter writes it (see
+  // tests/data/families/README.md): Mistral arrives as "llama" with no window key; Qwen2's
+  // window is not written (full attention); Gemma's norm weights are stored with the 1 added
+  // (offset 0 here), query_pre_attn_scalar is not written (llama.cpp scales by head_dim^-1/2) and
+  // which layers slide is the architecture's (Gemma 2: even layers; Gemma 3: all but every 6th).
+  absl::Status read_family(ModelConfig* c) const {
+    const std::string& f = c->architecture;
+    absl::Status st;
+    c->qkv_bias = f == "qwen2";
+    c->qk_norm = f == "qwen3" || f == "gemma3";
+    std::function<bool(int64_t)> sliding = [](int64_t) { return true; };
+    if (f == "gemma2" || f == "gemma3") {
+      c->sandwich_norms = true;
+      c->activation = Activation::kGeluTanh;
+      c->embedding_scale = std::sqrt(static_cast<float>(c->hidden_size));
+      if (f == "gemma2") {
+        st.Update(optional_float("attn_logit_softcapping", &c->attn_logit_softcap));
+        st.Update(optional_float("final_logit_softcapping", &c->final_logit_softcap));
+        sliding = [](int64_t i) { return i % 2 == 0; };
+      } else {
+        c->rope_local_theta = 10000.0f;
+        st.Update(optional_float("rope.freq_base_swa", &c->rope_local_theta));
+        sliding = [](int64_t i) { return (i + 1) % 6 != 0; };
+      }
+    }
+    if (f == "gemma2" || f == "gemma3" || f == "phi3") {
+      st.Update(optional_int("attention.sliding_window", &c->sliding_window));
+    }
+    if (!st.ok()) return st;
+    if (c->sliding_window > 0) {
+      c->sliding_layers.resize(static_cast<size_t>(std::max<int64_t>(c->num_layers, 0)));
+      for (size_t i = 0; i < c->sliding_layers.size(); ++i) {
+        c->sliding_layers[i] = sliding(static_cast<int64_t>(i));
+      }
+    }
+    return absl::OkStatus();
+  }
 
   absl::Status required_int(std::string_view suffix, int64_t* out) const {
     absl::StatusOr<int64_t> v = g_.get_i64(key(suffix));
@@ -181,9 +222,22 @@ class GgufConfigReader {
       st.Update(optional_float("rope.scaling.high_freq_factor", &s.high_freq_factor));
       return st;
     }
+    if (type == "yarn") {
+      RopeScaling& s = c->rope_scaling;
+      s.type = RopeScaling::Type::kYarn;
+      s.original_max_position = c->max_position_embeddings;
+      absl::Status st;
+      st.Update(required_float("rope.scaling.factor", &s.factor));
+      st.Update(optional_int("rope.scaling.original_context_length", &s.original_max_position));
+      st.Update(optional_float("rope.scaling.yarn_beta_fast", &s.beta_fast));
+      st.Update(optional_float("rope.scaling.yarn_beta_slow", &s.beta_slow));
+      st.Update(optional_float("rope.scaling.yarn_attn_factor", &s.attention_factor));
+      if (st.ok()) st = check_no_rope_freqs(s.type);
+      return st;
+    }
     return absl::InvalidArgumentError(
         str_cat(g_.path(), ": '", key("rope.scaling.type"), "' is '", type,
-                "', which is not supported (supported: none, linear, llama3)"));
+                "', which is not supported (supported: none, linear, llama3, yarn)"));
   }
 
   absl::Status check_no_rope_freqs(RopeScaling::Type type) const {

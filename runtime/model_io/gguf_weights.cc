@@ -29,10 +29,10 @@ absl::StatusOr<std::unique_ptr<GgufWeights>> GgufWeights::open(const std::string
   for (const GgufTensorInfo& info : infos) {
     Entry e;
     e.info = &info;
-    std::optional<std::string> hf = gguf_to_hf_name(info.name);
+    std::optional<std::string> hf = gguf_to_hf_name(info.name, w->config_.architecture);
     e.hf_name = hf.has_value() ? *std::move(hf) : info.name;
     bool is_k = false;
-    if (is_gguf_qk_projection(info.name, &is_k)) {
+    if (is_gguf_qk_projection(info.name, &is_k, w->config_.architecture)) {
       e.qk_heads = is_k ? w->config_.num_kv_heads : w->config_.num_heads;
       // Rows come in heads of head_dim, each split in two halves.
       const int64_t rows = info.shape[0];

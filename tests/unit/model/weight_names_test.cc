@@ -56,3 +56,34 @@ TEST(WeightNamesTest, QkProjections) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// The same GGUF name is another HF tensor in Gemma (ffn_norm: the MLP's input norm, with the
+// sandwich norms beside it) and Phi-3 (ffn_up: the fused gate_up); only llama's Q/K are
+// permuted.
+TEST(WeightNames, FamiliesMapTheirOwnTensors) {
+  EXPECT_EQ(gguf_to_hf_name("blk.2.ffn_norm.weight", "llama"),
+            "model.layers.2.post_attention_layernorm.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.2.ffn_norm.weight", "gemma2"),
+            "model.layers.2.pre_feedforward_layernorm.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.2.post_attention_norm.weight", "gemma3"),
+            "model.layers.2.post_attention_layernorm.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.2.post_ffw_norm.weight", "gemma2"),
+            "model.layers.2.post_feedforward_layernorm.weight");
+  EXPECT_EQ(hf_to_gguf_name("model.layers.2.post_attention_layernorm.weight", "gemma2"),
+            "blk.2.post_attention_norm.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.0.attn_q_norm.weight", "qwen3"), "model.layers.0.self_attn.q_norm.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.1.attn_qkv.weight", "phi3"), "model.layers.1.self_attn.qkv_proj.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.1.ffn_up.weight", "phi3"), "model.layers.1.mlp.gate_up_proj.weight");
+  EXPECT_EQ(hf_to_gguf_name("model.layers.1.mlp.up_proj.weight", "phi3"), std::nullopt);
+  EXPECT_EQ(gguf_to_hf_name("blk.1.attn_q.bias", "qwen2"), "model.layers.1.self_attn.q_proj.bias");
+  bool is_k = false;
+  EXPECT_TRUE(is_gguf_qk_projection("blk.0.attn_q.weight", &is_k, "llama"));
+  EXPECT_FALSE(is_gguf_qk_projection("blk.0.attn_q.weight", &is_k, "qwen2"));
+  EXPECT_FALSE(is_gguf_qk_projection("blk.0.attn_k.weight", &is_k, "gemma2"));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -128,6 +128,17 @@ TEST_P(FamilyReference, HfDirectoryMatchesTransformers) {
   check(dir / "hf", read_cases(expected.at("cases")));
 }
 
+// The GGUF llama.cpp's converter made of the same weights. Where the file cannot express a
+// feature of config.json (Mistral's and Qwen2's windows, Gemma's query_pre_attn_scalar), the
+// expected outputs are transformers' for the model the file describes (gguf_cases).
+TEST_P(FamilyReference, GgufFileMatchesTransformers) {
+  const std::filesystem::path dir = kFixtures / GetParam();
+  std::ifstream in(dir / "expected.json");
+  ASSERT_TRUE(in) << "missing " << dir / "expected.json";
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  check(dir / (GetParam() + ".gguf"), read_cases(expected.at("gguf_cases")));
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyReference,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3",
                                            "phi3"),
