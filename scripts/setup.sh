@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config git python3 python3-pip unzip
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
       libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libopenblas-openmp-dev
-      libpcre2-dev nlohmann-json3-dev prometheus yamllint
+      libpcre2-dev nlohmann-json3-dev prometheus yamllint prometheus-cpp-dev libboost-dev libssl-dev curl
       hipcc libamdhip64-dev rocm-device-libs)  # hipcc: scripts/hip-check.sh (HIP drift check)
 missing=()
 for p in "${pkgs[@]}"; do

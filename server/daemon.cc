@@ -9,7 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/logging.h"
-#include "server/metrics/admin_routes.h"
+#include "base/status_macros.h"
+#include "server/http/admin_routes.h"
 #include "server/server_credentials.h"
 #include "server/tuning_routes.h"
 
@@ -70,26 +71,32 @@ absl::Status Daemon::start() {
   state_.attach_health(server_->GetHealthCheckService());
   state_.set_metrics(&metrics_);
 
-  AdminHttpOptions admin;
+  TESSERA_RETURN_IF_ERROR(start_admin_listener());
+  spdlog::info("tesserad {} listening on {} ({}); loading {}", TESSERA_VERSION,
+               bound_address(config_.listen, port_), security_name(config_), config_.model);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::start_admin_listener() {
+  HttpServerOptions admin;
+  admin.name = "admin";
   admin.listen = config_.admin_listen;
   admin.bearer_token = config_.admin_token;
-  admin_http_ = std::make_unique<AdminHttpServer>(admin);
-  if (absl::Status s = add_admin_routes(*admin_http_, readiness_, [this] { return metrics_.serialize(); });
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = add_tuning_routes(*admin_http_, [this]() -> ModelTuning* {
-        ServedModel* model = state_.model();
-        return model == nullptr ? nullptr : &model->instance().tuning();
-      });
-      !s.ok()) {
-    return s;
-  }
+  admin_http_ = std::make_unique<HttpServer>(admin);
+  admin_http_->set_response_observer([this](std::string_view route, int status) {
+    metrics_.on_http_response("admin", route, status);
+  });
+  TESSERA_RETURN_IF_ERROR(
+      add_admin_routes(*admin_http_, readiness_, [this] { return metrics_.serialize(); }));
+  TESSERA_RETURN_IF_ERROR(add_tuning_routes(*admin_http_, [this]() -> ModelTuning* {
+    ServedModel* model = state_.model();
+    return model == nullptr ? nullptr : &model->instance().tuning();
+  }));
   if (absl::Status s = admin_http_->start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("admin_listen: ", std::string(s.message())));
   }
-  spdlog::info("tesserad {} listening on {} ({}); loading {}", TESSERA_VERSION,
-               bound_address(config_.listen, port_), security_name(config_), config_.model);
+  spdlog::info("admin listener (/metrics, /healthz, /readyz, /v1/tuning) on {}",
+               bound_address(config_.admin_listen, admin_http_->port()));
   return absl::OkStatus();
 }
 

@@ -167,11 +167,11 @@ TEST(TesseraMetricsTest, EveryFamilyIsWellFormed) {
   m.set_model_info({"m", "llama", "f32", "cpu", 1});
   m.set_gpu_memory("cuda:0", 1, 2);
   feed_workload(m);
-  for (const metrics::MetricFamily& f : m.registry().Collect()) {
+  for (const prometheus::MetricFamily& f : m.registry().Collect()) {
     EXPECT_TRUE(f.name.starts_with("tessera_")) << f.name;
     EXPECT_FALSE(f.help.empty()) << f.name;
     // Only counters end in _total (promtool's lint).
-    EXPECT_EQ(f.type == metrics::MetricType::Counter, f.name.ends_with("_total")) << f.name;
+    EXPECT_EQ(f.type == prometheus::MetricType::Counter, f.name.ends_with("_total")) << f.name;
     if (f.name.find("seconds") != std::string::npos || f.name.find("bytes") != std::string::npos) {
       EXPECT_TRUE(f.name.ends_with("_seconds") || f.name.ends_with("_bytes") ||
                   f.name.ends_with("_seconds_total") || f.name.ends_with("_bytes_total"))

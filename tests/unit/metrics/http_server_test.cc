@@ -1,4 +1,4 @@
-#include "server/metrics/admin_http_server.h"
+#include "server/http/http_server.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/metrics/admin_routes.h"
+#include "server/http/admin_routes.h"
 #include "server/metrics/readiness_state.h"
 #include "server/metrics/tessera_metrics.h"
 #include "tests/unit/metrics/http_test_client.h"
@@ -20,17 +20,17 @@ using tessera::testing::http_request;
 using tessera::testing::HttpReply;
 using tessera::testing::HttpTestClient;
 
-AdminHttpOptions loopback_options() {
-  AdminHttpOptions options;
+HttpServerOptions loopback_options() {
+  HttpServerOptions options;
   options.listen = "127.0.0.1:0";
   return options;
 }
 
 // An admin listener with the standard routes over a TesseraMetrics and a ReadinessState.
-class AdminHttpServerTest : public ::testing::Test {
+class HttpServerTest : public ::testing::Test {
  protected:
-  void start(AdminHttpOptions options = loopback_options()) {
-    server_ = std::make_unique<AdminHttpServer>(std::move(options));
+  void start(HttpServerOptions options = loopback_options()) {
+    server_ = std::make_unique<HttpServer>(std::move(options));
     ASSERT_TRUE(
         add_admin_routes(*server_, readiness_, [this] { return metrics_.serialize(); }).ok());
     ASSERT_TRUE(server_
@@ -53,10 +53,10 @@ class AdminHttpServerTest : public ::testing::Test {
 
   TesseraMetrics metrics_;
   ReadinessState readiness_;
-  std::unique_ptr<AdminHttpServer> server_;
+  std::unique_ptr<HttpServer> server_;
 };
 
-TEST_F(AdminHttpServerTest, ServesMetrics) {
+TEST_F(HttpServerTest, ServesMetrics) {
   start();
   metrics_.on_first_token(0.2);
   std::optional<HttpReply> r = http_request(port(), "GET", "/metrics");
@@ -70,7 +70,7 @@ TEST_F(AdminHttpServerTest, ServesMetrics) {
   EXPECT_EQ(r->headers["content-length"], std::to_string(r->body.size()));
 }
 
-TEST_F(AdminHttpServerTest, HealthzAndReadyzTransitions) {
+TEST_F(HttpServerTest, HealthzAndReadyzTransitions) {
   start();
   const auto get = [this](const char* path) {
     std::optional<HttpReply> r = http_request(port(), "GET", path);
@@ -101,7 +101,7 @@ TEST_F(AdminHttpServerTest, HealthzAndReadyzTransitions) {
   EXPECT_EQ(get("/healthz").status, 200);
 }
 
-TEST_F(AdminHttpServerTest, NotFoundMethodNotAllowedAndHead) {
+TEST_F(HttpServerTest, NotFoundMethodNotAllowedAndHead) {
   start();
   std::optional<HttpReply> r = http_request(port(), "GET", "/nope");
   ASSERT_TRUE(r);
@@ -124,7 +124,7 @@ TEST_F(AdminHttpServerTest, NotFoundMethodNotAllowedAndHead) {
   EXPECT_TRUE(r->body.empty());
 }
 
-TEST_F(AdminHttpServerTest, MalformedRequestsGet400AndTheConnectionCloses) {
+TEST_F(HttpServerTest, MalformedRequestsGet400AndTheConnectionCloses) {
   start();
   for (const std::string& bad :
        {std::string("garbage\r\n\r\n"), std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
@@ -144,10 +144,10 @@ TEST_F(AdminHttpServerTest, MalformedRequestsGet400AndTheConnectionCloses) {
   EXPECT_EQ(r->status, 200);
 }
 
-TEST_F(AdminHttpServerTest, SizeLimits) {
-  AdminHttpOptions options = loopback_options();
-  options.limits.max_header_bytes = 1024;
-  options.limits.max_body_bytes = 100;
+TEST_F(HttpServerTest, SizeLimits) {
+  HttpServerOptions options = loopback_options();
+  options.max_header_bytes = 1024;
+  options.max_body_bytes = 100;
   start(options);
   std::optional<HttpReply> r =
       http_request(port(), "GET", "/healthz", "X-Big: " + std::string(2000, 'a') + "\r\n");
@@ -159,12 +159,16 @@ TEST_F(AdminHttpServerTest, SizeLimits) {
   r = http_request(port(), "POST", "/echo", "", std::string(100, 'b'));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  r = http_request(port(), "POST", "/echo", "Transfer-Encoding: chunked\r\n");
+  // A chunked body is read like any other, within the same limit.
+  HttpTestClient chunked(port());
+  ASSERT_TRUE(chunked.send("POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           "3\r\nabc\r\n0\r\n\r\n"));
+  r = chunked.read_reply();
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 501);
+  EXPECT_EQ(r->body, "echo:abc\n");
 }
 
-TEST_F(AdminHttpServerTest, HandlerExceptionsBecome500) {
+TEST_F(HttpServerTest, HandlerExceptionsBecome500) {
   start();
   std::optional<HttpReply> r = http_request(port(), "GET", "/boom");
   ASSERT_TRUE(r);
@@ -174,8 +178,8 @@ TEST_F(AdminHttpServerTest, HandlerExceptionsBecome500) {
   EXPECT_EQ(r->status, 200);
 }
 
-TEST_F(AdminHttpServerTest, BearerTokenGuardsMutatingRoutes) {
-  AdminHttpOptions options = loopback_options();
+TEST_F(HttpServerTest, BearerTokenGuardsMutatingRoutes) {
+  HttpServerOptions options = loopback_options();
   options.bearer_token = "s3cret";
   start(options);
   std::optional<HttpReply> r = http_request(port(), "POST", "/echo", "", "x");
@@ -204,14 +208,14 @@ TEST_F(AdminHttpServerTest, BearerTokenGuardsMutatingRoutes) {
   EXPECT_EQ(r->status, 200);
 }
 
-TEST_F(AdminHttpServerTest, WithoutATokenMutatingRoutesAreOpen) {
+TEST_F(HttpServerTest, WithoutATokenMutatingRoutesAreOpen) {
   start();
   std::optional<HttpReply> r = http_request(port(), "POST", "/echo", "", "z");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
 }
 
-TEST_F(AdminHttpServerTest, KeepAliveAndPipelining) {
+TEST_F(HttpServerTest, KeepAliveAndPipelining) {
   start();
   HttpTestClient client(port());
   ASSERT_TRUE(
@@ -221,7 +225,7 @@ TEST_F(AdminHttpServerTest, KeepAliveAndPipelining) {
   std::optional<HttpReply> r = client.read_reply();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body, "ok\n");
-  EXPECT_EQ(r->headers["connection"], "keep-alive");
+  EXPECT_NE(r->headers["connection"], "close");  // HTTP/1.1: kept open unless it says close
   r = client.read_reply();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body, "echo:hi\n");
@@ -241,7 +245,7 @@ TEST_F(AdminHttpServerTest, KeepAliveAndPipelining) {
   EXPECT_TRUE(client.closed_within(3s));
 }
 
-TEST_F(AdminHttpServerTest, ExpectContinue) {
+TEST_F(HttpServerTest, ExpectContinue) {
   start();
   HttpTestClient client(port());
   ASSERT_TRUE(
@@ -257,12 +261,11 @@ TEST_F(AdminHttpServerTest, ExpectContinue) {
   EXPECT_EQ(r->body, "echo:abc\n");
 }
 
-TEST_F(AdminHttpServerTest, TricklingRequestIsCutOffWith408) {
-  AdminHttpOptions options = loopback_options();
+TEST_F(HttpServerTest, TricklingRequestIsCutOff) {
+  HttpServerOptions options = loopback_options();
   options.request_timeout_seconds = 0.4;
   start(options);
   HttpTestClient client(port());
-  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(client.send("GET /healthz HTTP/1.1\r\nHo"));
   // One byte every 100 ms: each arrives in time for a per-read timeout, but the request as a
   // whole does not.
@@ -271,19 +274,16 @@ TEST_F(AdminHttpServerTest, TricklingRequestIsCutOffWith408) {
     std::this_thread::sleep_for(100ms);
     cut = !client.send("s");
   }
-  const std::optional<HttpReply> r = client.read_reply(3s);
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 408);
-  EXPECT_TRUE(client.closed_within(3s));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  EXPECT_TRUE(cut || client.closed_within(3s));
+  EXPECT_FALSE(client.read_reply(100ms).has_value());  // closed without a response
   // Others are served meanwhile and after.
   std::optional<HttpReply> ok = http_request(port(), "GET", "/healthz");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
 }
 
-TEST_F(AdminHttpServerTest, SilentAndIdleConnectionsAreClosed) {
-  AdminHttpOptions options = loopback_options();
+TEST_F(HttpServerTest, SilentAndIdleConnectionsAreClosed) {
+  HttpServerOptions options = loopback_options();
   options.request_timeout_seconds = 0.3;
   options.idle_timeout_seconds = 0.3;
   start(options);
@@ -297,20 +297,26 @@ TEST_F(AdminHttpServerTest, SilentAndIdleConnectionsAreClosed) {
   EXPECT_TRUE(idle.closed_within(3s));
 }
 
-TEST_F(AdminHttpServerTest, ConnectionLimitEvictsTheIdlest) {
-  AdminHttpOptions options = loopback_options();
+TEST_F(HttpServerTest, ConnectionsBeyondTheLimitAreClosed) {
+  HttpServerOptions options = loopback_options();
   options.max_connections = 2;
   start(options);
   HttpTestClient a(port());
+  ASSERT_TRUE(a.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(a.read_reply());
   HttpTestClient b(port());
-  std::this_thread::sleep_for(100ms);  // both accepted
-  const std::optional<HttpReply> r = http_request(port(), "GET", "/healthz");
+  ASSERT_TRUE(b.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(b.read_reply());
+  HttpTestClient c(port());
+  EXPECT_TRUE(c.closed_within(3s));
+  // The admitted ones keep being served.
+  ASSERT_TRUE(a.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
+  const std::optional<HttpReply> r = a.read_reply();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  EXPECT_TRUE(a.closed_within(3s));  // the longest idle went
 }
 
-TEST_F(AdminHttpServerTest, ConcurrentScrapesWhileTheEngineReports) {
+TEST_F(HttpServerTest, ConcurrentScrapesWhileTheEngineReports) {
   start();
   std::atomic<bool> done{false};
   std::thread engine([&] {
@@ -338,26 +344,24 @@ TEST_F(AdminHttpServerTest, ConcurrentScrapesWhileTheEngineReports) {
   EXPECT_EQ(ok.load(), 100);
 }
 
-TEST_F(AdminHttpServerTest, StopClosesOpenConnections) {
+TEST_F(HttpServerTest, StopClosesOpenConnections) {
   start();
   HttpTestClient client(port());
   ASSERT_TRUE(client.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
   ASSERT_TRUE(client.read_reply());
-  const auto t0 = std::chrono::steady_clock::now();
   server_->stop();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
   EXPECT_TRUE(client.closed_within(2s));
   server_->stop();  // idempotent
 }
 
-TEST(AdminHttpServerSetupTest, StartAndRouteErrors) {
-  AdminHttpOptions bad;
+TEST(HttpServerSetupTest, StartAndRouteErrors) {
+  HttpServerOptions bad;
   bad.listen = "nonsense";
-  EXPECT_EQ(AdminHttpServer(bad).start().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(HttpServer(bad).start().code(), absl::StatusCode::kInvalidArgument);
   bad.listen = "127.0.0.1:70000";
-  EXPECT_EQ(AdminHttpServer(bad).start().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(HttpServer(bad).start().code(), absl::StatusCode::kInvalidArgument);
 
-  AdminHttpServer first(loopback_options());
+  HttpServer first(loopback_options());
   EXPECT_EQ(first.port(), 0);
   EXPECT_EQ(first.add_route("G T", "/x", nullptr).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(first.add_route("GET", "x", nullptr).code(), absl::StatusCode::kInvalidArgument);
@@ -368,9 +372,9 @@ TEST(AdminHttpServerSetupTest, StartAndRouteErrors) {
   EXPECT_EQ(first.start().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(first.add_route("GET", "/y", nullptr).code(), absl::StatusCode::kFailedPrecondition);
 
-  AdminHttpOptions taken = loopback_options();
+  HttpServerOptions taken = loopback_options();
   taken.listen = "127.0.0.1:" + std::to_string(first.port());
-  const absl::Status s = AdminHttpServer(taken).start();
+  const absl::Status s = HttpServer(taken).start();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(s.message().find(taken.listen), absl::string_view::npos) << s;
 }

@@ -8,14 +8,14 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "server/metrics/admin_http_server.h"
+#include "server/http/http_server.h"
 #include "server/metrics/readiness_state.h"
 
 namespace tessera::server {
 
 // Adds the three routes to `server` (before its start()). `readiness` and whatever
 // `metrics_text` uses must outlive the server's stop().
-absl::Status add_admin_routes(AdminHttpServer& server, const ReadinessState& readiness,
+absl::Status add_admin_routes(HttpServer& server, const ReadinessState& readiness,
                               std::function<std::string()> metrics_text);
 
 }  // namespace tessera::server

@@ -1,18 +1,17 @@
-#include "server/metrics/admin_routes.h"
+#include "server/http/admin_routes.h"
 
 #include <utility>
 
 #include "base/status_macros.h"
-#include "server/metrics/text_serializer.h"
 
 namespace tessera::server {
 
-absl::Status add_admin_routes(AdminHttpServer& server, const ReadinessState& readiness,
+absl::Status add_admin_routes(HttpServer& server, const ReadinessState& readiness,
                               std::function<std::string()> metrics_text) {
   TESSERA_RETURN_IF_ERROR(server.add_route(
       "GET", "/metrics", [metrics_text = std::move(metrics_text)](const HttpRequest&) {
         HttpResponse response;
-        response.content_type = metrics::kTextContentType;
+        response.content_type = "text/plain; version=0.0.4; charset=utf-8";
         response.body = metrics_text();
         return response;
       }));
