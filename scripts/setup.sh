@@ -21,3 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
   fi
 fi
+# The OpenAI API's end-to-end test drives tesserad with the official openai client.
+if ! python3 -c "import openai" >/dev/null 2>&1; then
+  echo "setup: pip install openai"
+  python3 -m pip install -q openai || python3 -m pip install -q --break-system-packages openai
+fi
