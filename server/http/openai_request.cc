@@ -75,13 +75,13 @@ absl::Status read_prompts(const json& v, const GenerateRequest& common, OpenAiRe
   if (!v.is_array() || v.empty()) {
     return bad("prompt", "must be a string, a list of strings, or a list of token ids (non-empty)");
   }
-  if (v.size() > kMaxPrompts) return bad("prompt", absl::StrCat(v.size(), " prompts; at most ", kMaxPrompts));
   if (v[0].is_number()) {
     absl::StatusOr<std::vector<int32_t>> ids = token_ids(v, "prompt");
     if (!ids.ok()) return ids.status();
     add().mutable_token_ids()->mutable_ids()->Add(ids->begin(), ids->end());
     return absl::OkStatus();
   }
+  if (v.size() > kMaxPrompts) return bad("prompt", absl::StrCat(v.size(), " prompts; at most ", kMaxPrompts));
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string field = absl::StrCat("prompt[", i, "]");
     if (v[i].is_string()) {

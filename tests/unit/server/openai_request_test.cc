@@ -56,6 +56,13 @@ TEST(OpenAiRequestTest, PromptShapes) {
   ASSERT_EQ(ids.prompts.size(), 1u);
   EXPECT_EQ(ids.prompts[0].token_ids().ids_size(), 3);
   EXPECT_EQ(parse_ok(OpenAiEndpoint::kCompletions, R"({"prompt": [[1], [2, 3]]})").prompts.size(), 2u);
+  // One prompt of many token ids is not many prompts.
+  const json long_ids = {{"prompt", std::vector<int>(kMaxPrompts + 1, 7)}};
+  const OpenAiRequest one = parse_ok(OpenAiEndpoint::kCompletions, long_ids.dump());
+  ASSERT_EQ(one.prompts.size(), 1u);
+  EXPECT_EQ(one.prompts[0].token_ids().ids_size(), kMaxPrompts + 1);
+  const json many = {{"prompt", std::vector<std::string>(kMaxPrompts + 1, "a")}};
+  EXPECT_EQ(error_of(OpenAiEndpoint::kCompletions, many.dump()).rfind("prompt: ", 0), 0u);
   EXPECT_NE(error_of(OpenAiEndpoint::kCompletions, R"({"prompt": []})").find("prompt"), std::string::npos);
   EXPECT_NE(error_of(OpenAiEndpoint::kCompletions, R"({"prompt": [1, "a"]})").find("prompt[1]"),
             std::string::npos);
