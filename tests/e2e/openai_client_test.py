@@ -2,13 +2,15 @@
 """The official `openai` Python client against tesserad's OpenAI-compatible API (CPU backend,
 default model): completions and chat, whole and streamed; n; stop strings; seeds; logprobs;
 usage; greedy text equal to gRPC Generate's; the API key; an unknown model; a bad temperature;
-a full queue (429).
+a full queue (429); the same over HTTPS with gRPC's certificate and key.
 
 usage: openai_client_test.py TESSERAD TESSERA_CLI MODEL
 """
 import concurrent.futures
+import os
 import subprocess
 import sys
+import tempfile
 import threading
 import unittest
 
@@ -22,11 +24,29 @@ PROMPT = "The capital of France is"
 
 
 class Daemon(Tesserad):
-    def __init__(self, *extra, api_key=API_KEY):
-        super().__init__(TESSERAD, MODEL, *extra, api_key=api_key)
+    def __init__(self, *extra, api_key=API_KEY, tls=None):
+        super().__init__(TESSERAD, MODEL, *extra, api_key=api_key, tls=tls)
+        self.ca = tls[2] if tls else None
 
     def client(self, api_key=API_KEY, **kw):
+        if self.ca:
+            kw["http_client"] = openai.DefaultHttpxClient(verify=self.ca)
         return openai.OpenAI(base_url=self.url("/v1"), api_key=api_key, max_retries=0, **kw)
+
+
+def make_certificates(directory):
+    """A CA and a server certificate for 127.0.0.1 it signed: (cert, key, ca)."""
+    script = (
+        "set -e; cd '%s'; "
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
+        "-subj /CN=tessera-test-ca 2>/dev/null; "
+        "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext; "
+        "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr "
+        "-subj /CN=localhost 2>/dev/null; "
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+        "-out server.pem -days 2 -extfile san.ext 2>/dev/null" % directory)
+    subprocess.run(["bash", "-c", script], check=True)
+    return tuple(os.path.join(directory, f) for f in ("server.pem", "server.key", "ca.pem"))
 
 
 class OpenAiClientTest(unittest.TestCase):
@@ -179,6 +199,26 @@ class QueueFullTest(unittest.TestCase):
             self.assertIn("ok", outcomes)
         finally:
             daemon.stop()
+
+
+class TlsTest(unittest.TestCase):
+    def test_the_openai_port_serves_https_with_grpcs_certificate(self):
+        with tempfile.TemporaryDirectory() as directory:
+            daemon = Daemon(tls=make_certificates(directory))
+            try:
+                client = daemon.client()
+                model = client.models.list().data[0].id
+                r = client.completions.create(model=model, prompt=PROMPT, max_tokens=4,
+                                              temperature=0)
+                self.assertEqual(r.usage.completion_tokens, 4)
+                text = "".join(c.choices[0].text for c in client.completions.create(
+                    model=model, prompt=PROMPT, max_tokens=4, temperature=0, stream=True))
+                self.assertEqual(text, r.choices[0].text)
+                with self.assertRaises(openai.APIConnectionError):  # plain HTTP is refused
+                    openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % daemon.http_port,
+                                  api_key=API_KEY, max_retries=0).models.list()
+            finally:
+                daemon.stop()
 
 
 if __name__ == "__main__":

@@ -4,14 +4,16 @@
 mid-stream leave no KV block in use; slow readers do not grow the server's memory without
 bound (RSS before and after is printed and bounded); malformed HTTP (bad request lines,
 oversized headers, truncated bodies, invalid JSON and UTF-8, slow-loris) each gets its status
-or a closed connection, and the server keeps serving.
+or a closed connection, and the server keeps serving; promtool accepts /metrics afterwards.
 
 usage: openai_load_test.py TESSERAD MODEL
 """
 import asyncio
 import json
+import os
 import resource
 import socket
+import subprocess
 import sys
 import time
 import unittest
@@ -244,6 +246,16 @@ class OpenAiLoadTest(unittest.TestCase):
         self.assertTrue(out["truncated body"])
         self.assertTrue(out["slow-loris"])
         self.assert_serving()
+
+    def test_5_promtool_accepts_the_metrics_after_load(self):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                              "check-metrics.sh")
+        result = subprocess.run(
+            ["bash", script, "http://127.0.0.1:%d/metrics" % self.daemon.admin_port,
+             "--require", "tessera_http_requests_total", "--require",
+             "tessera_generation_tokens_total"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
 
 
 if __name__ == "__main__":

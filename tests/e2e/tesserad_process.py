@@ -1,15 +1,27 @@
 """tesserad as a subprocess for the Python e2e tests: ephemeral loopback ports read from its log,
 the CPU backend, the default model; waits until /health answers 200."""
+import ctypes
 import os
 import re
+import signal
+import ssl
 import subprocess
 import tempfile
 import time
 import urllib.request
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """A test killed by its timeout takes its tesserad with it."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 class Tesserad:
-    def __init__(self, tesserad, model, *extra, api_key=None):
+    def __init__(self, tesserad, model, *extra, api_key=None, tls=None):
+        """`tls`: (cert, key, ca) PEM paths: both listeners serve TLS and clients verify with ca."""
         self.log = tempfile.TemporaryFile(mode="w+")
         env = dict(os.environ, OMP_NUM_THREADS="1")
         env.pop("TESSERA_API_KEY", None)
@@ -19,7 +31,13 @@ class Tesserad:
                 "--max-model-len", "1024", "--log-level", "info", *extra]
         if api_key:
             args += ["--api-key", api_key]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
+        self.ssl_context = None
+        if tls:
+            cert, key, ca = tls
+            args += ["--tls-cert", cert, "--tls-key", key]
+            self.ssl_context = ssl.create_default_context(cafile=ca)
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log, env=env,
+                                     preexec_fn=_die_with_parent)
         try:
             self.grpc_port = self._wait_for(r"listening on 127\.0\.0\.1:(\d+)")
             self.admin_port = self._wait_for(r"admin listener .* on 127\.0\.0\.1:(\d+)")
@@ -47,7 +65,8 @@ class Tesserad:
     def _wait_healthy(self):
         for _ in range(1200):
             try:
-                with urllib.request.urlopen(self.url("/health"), timeout=5) as r:
+                with urllib.request.urlopen(self.url("/health"), timeout=5,
+                                            context=self.ssl_context) as r:
                     if r.status == 200:
                         return
             except OSError:
@@ -56,7 +75,8 @@ class Tesserad:
         raise RuntimeError("tesserad never became healthy:\n" + self.log_text())
 
     def url(self, path):
-        return "http://127.0.0.1:%d%s" % (self.http_port, path)
+        scheme = "https" if self.ssl_context else "http"
+        return "%s://127.0.0.1:%d%s" % (scheme, self.http_port, path)
 
     def metric(self, name):
         """The value of an unlabelled-or-single-series metric on the admin listener."""
