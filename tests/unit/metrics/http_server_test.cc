@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -26,6 +30,53 @@ HttpServerOptions loopback_options() {
   return options;
 }
 
+// A response the test produces piece by piece: push() queues a piece and wakes the connection.
+class TestProducer : public ResponseProducer {
+ public:
+  void start(std::function<void()> wake) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = std::move(wake);
+  }
+  std::optional<ProducedPart> next() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (parts_.empty()) return std::nullopt;
+    ProducedPart part = std::move(parts_.front());
+    parts_.pop_front();
+    return part;
+  }
+  void cancel() override { cancelled.store(true); }
+
+  void push(ProducedPart part) {
+    std::function<void()> wake;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      parts_.push_back(std::move(part));
+      wake = wake_;
+    }
+    if (wake) wake();
+  }
+  bool started() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<bool>(wake_);
+  }
+
+  std::atomic<bool> cancelled{false};
+
+ private:
+  std::mutex mu_;
+  std::function<void()> wake_;
+  std::deque<ProducedPart> parts_;
+};
+
+// Polls `condition` up to `attempts` times, 10 ms apart.
+bool eventually(const std::function<bool()>& condition, int attempts = 500) {
+  for (int i = 0; i < attempts; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 // An admin listener with the standard routes over a TesseraMetrics and a ReadinessState.
 class HttpServerTest : public ::testing::Test {
  protected:
@@ -45,6 +96,16 @@ class HttpServerTest : public ::testing::Test {
                                   throw std::runtime_error("handler bug");
                                 })
                     .ok());
+    ASSERT_TRUE(server_
+                    ->add_route("GET", "/produce",
+                                [this](const HttpRequest&) {
+                                  HttpResponse response;
+                                  response.producer = producer_;
+                                  response.streamed = streamed_;
+                                  response.content_type = "text/event-stream";
+                                  return response;
+                                })
+                    .ok());
     const absl::Status s = server_->start();
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_GT(server_->port(), 0);
@@ -54,7 +115,60 @@ class HttpServerTest : public ::testing::Test {
   TesseraMetrics metrics_;
   ReadinessState readiness_;
   std::unique_ptr<HttpServer> server_;
+  std::shared_ptr<TestProducer> producer_ = std::make_shared<TestProducer>();
+  bool streamed_ = true;  // GET /produce: chunked pieces, or one response later
 };
+
+TEST_F(HttpServerTest, AStreamedResponseIsChunkedPieceByPiece) {
+  start();
+  HttpTestClient client(port());
+  ASSERT_TRUE(client.send("GET /produce HTTP/1.1\r\nHost: a\r\n\r\n"));
+  const std::optional<std::string> head = client.read_until("\r\n\r\n");
+  ASSERT_TRUE(head);
+  EXPECT_NE(head->find("Transfer-Encoding: chunked"), std::string::npos) << *head;
+  EXPECT_NE(head->find("text/event-stream"), std::string::npos) << *head;
+  producer_->push({std::nullopt, "data: a\n\n", false});
+  const std::optional<std::string> first = client.read_until("data: a\n\n");
+  ASSERT_TRUE(first);
+  producer_->push({std::nullopt, "data: b\n\n", true});
+  const std::optional<std::string> rest = client.read_until("\r\n0\r\n\r\n");
+  ASSERT_TRUE(rest);
+  EXPECT_NE(rest->find("data: b\n\n"), std::string::npos);
+  EXPECT_FALSE(producer_->cancelled.load());
+  // The connection is kept for the next request.
+  ASSERT_TRUE(client.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
+  const std::optional<HttpReply> r = client.read_reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(HttpServerTest, AResponseProducedLaterIsSentWhole) {
+  streamed_ = false;
+  start();
+  HttpTestClient client(port());
+  ASSERT_TRUE(client.send("GET /produce HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(eventually([this] { return producer_->started(); }));
+  producer_->push({HttpResponse::text(201, "later"), {}, false});
+  const std::optional<HttpReply> r = client.read_reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 201);
+  EXPECT_EQ(r->body, "later\n");
+}
+
+TEST_F(HttpServerTest, AClientThatHangsUpCancelsThePendingResponse) {
+  for (const bool streamed : {false, true}) {
+    streamed_ = streamed;
+    producer_ = std::make_shared<TestProducer>();
+    start();
+    {
+      HttpTestClient client(port());
+      ASSERT_TRUE(client.send("GET /produce HTTP/1.1\r\nHost: a\r\n\r\n"));
+      ASSERT_TRUE(eventually([this] { return producer_->started(); }));
+    }  // closed with the response still pending
+    EXPECT_TRUE(eventually([this] { return producer_->cancelled.load(); })) << streamed;
+    server_->stop();
+  }
+}
 
 TEST_F(HttpServerTest, ServesMetrics) {
   start();

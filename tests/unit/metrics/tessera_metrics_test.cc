@@ -215,5 +215,22 @@ TEST(TesseraMetricsTest, PromtoolAcceptsTheExposition) {
   EXPECT_EQ(rc, 0) << output << "\n--- exposition ---\n" << text;
 }
 
+TEST(TesseraMetricsTest, HttpResponsesAreCountedByListenerRouteAndCode) {
+  TesseraMetrics m;
+  m.on_http_response("openai", "/v1/models", 200);
+  m.on_http_response("openai", "/v1/models", 200);
+  m.on_http_response("admin", "unmatched", 404);
+  const std::string text = m.serialize();
+  EXPECT_NE(text.find("# TYPE tessera_http_requests_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("tessera_http_requests_total{code=\"200\",listener=\"openai\","
+                      "route=\"/v1/models\"} 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tessera_http_requests_total{code=\"404\",listener=\"admin\","
+                      "route=\"unmatched\"} 1\n"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace tessera::server
