@@ -6,10 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "server/logging.h"
-#include "server/metrics/admin_routes.h"
+#include "base/status_macros.h"
+#include "server/api_key.h"
+#include "server/http/admin_routes.h"
+#include "server/http/openai_routes.h"
 #include "server/server_credentials.h"
 #include "server/tuning_routes.h"
 
@@ -32,6 +36,7 @@ Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) {}
 Daemon::~Daemon() {
   if (model_) model_->engine().shutdown(absl::CancelledError("server shutting down"));
   shutdown_server();
+  if (openai_http_) openai_http_->stop();
   if (admin_http_) admin_http_->stop();
   metrics_.set_engine_stats(nullptr);
   metrics_.set_gemm_tuning(nullptr);
@@ -70,26 +75,68 @@ absl::Status Daemon::start() {
   state_.attach_health(server_->GetHealthCheckService());
   state_.set_metrics(&metrics_);
 
-  AdminHttpOptions admin;
+  TESSERA_RETURN_IF_ERROR(start_admin_listener());
+  TESSERA_RETURN_IF_ERROR(start_openai_listener());
+  spdlog::info("tesserad {} listening on {} ({}); loading {}", TESSERA_VERSION,
+               bound_address(config_.listen, port_), security_name(config_), config_.model);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::start_admin_listener() {
+  HttpServerOptions admin;
+  admin.name = "admin";
   admin.listen = config_.admin_listen;
   admin.bearer_token = config_.admin_token;
-  admin_http_ = std::make_unique<AdminHttpServer>(admin);
-  if (absl::Status s = add_admin_routes(*admin_http_, readiness_, [this] { return metrics_.serialize(); });
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = add_tuning_routes(*admin_http_, [this]() -> ModelTuning* {
-        ServedModel* model = state_.model();
-        return model == nullptr ? nullptr : &model->instance().tuning();
-      });
-      !s.ok()) {
-    return s;
-  }
+  admin_http_ = std::make_unique<HttpServer>(admin);
+  admin_http_->set_response_observer([this](std::string_view route, int status) {
+    metrics_.on_http_response("admin", route, status);
+  });
+  TESSERA_RETURN_IF_ERROR(
+      add_admin_routes(*admin_http_, readiness_, [this] { return metrics_.serialize(); }));
+  TESSERA_RETURN_IF_ERROR(add_tuning_routes(*admin_http_, [this]() -> ModelTuning* {
+    ServedModel* model = state_.model();
+    return model == nullptr ? nullptr : &model->instance().tuning();
+  }));
   if (absl::Status s = admin_http_->start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("admin_listen: ", std::string(s.message())));
   }
-  spdlog::info("tesserad {} listening on {} ({}); loading {}", TESSERA_VERSION,
-               bound_address(config_.listen, port_), security_name(config_), config_.model);
+  spdlog::info("admin listener (/metrics, /healthz, /readyz, /v1/tuning) on {}",
+               bound_address(config_.admin_listen, admin_http_->port()));
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::start_openai_listener() {
+  if (config_.openai_listen.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> api_key =
+      resolve_api_key(config_, [](const char* name) { return std::getenv(name); });
+  if (!api_key.ok()) return api_key.status();
+  HttpServerOptions openai;
+  openai.name = "openai";
+  openai.listen = config_.openai_listen;
+  openai.tls_cert = config_.tls_cert;
+  openai.tls_key = config_.tls_key;
+  openai.bearer_token = *api_key;
+  openai.max_body_bytes = static_cast<size_t>(config_.max_message_bytes);
+  openai.max_connections = config_.http_max_connections;
+  openai.threads = config_.http_threads;
+  openai.idle_timeout_seconds = config_.keepalive_time_seconds;
+  openai.request_timeout_seconds = config_.http_request_timeout_seconds;
+  openai.write_timeout_seconds = config_.http_write_timeout_seconds;
+  openai_http_ = std::make_unique<HttpServer>(openai);
+  openai_http_->set_response_observer([this](std::string_view route, int status) {
+    metrics_.on_http_response("openai", route, status);
+  });
+  TESSERA_RETURN_IF_ERROR(add_openai_routes(*openai_http_, state_));
+  if (absl::Status s = openai_http_->start(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("openai_listen: ", std::string(s.message())));
+  }
+  if (api_key->empty()) {
+    spdlog::warn("the OpenAI API on {} is open: no api_key, api_key_file or TESSERA_API_KEY",
+                 bound_address(config_.openai_listen, openai_http_->port()));
+  } else {
+    spdlog::info("OpenAI API on {} (API key required)",
+                 bound_address(config_.openai_listen, openai_http_->port()));
+  }
   return absl::OkStatus();
 }
 
@@ -208,6 +255,9 @@ void Daemon::shutdown_server() {
   server_->Wait();
   state_.attach_health(nullptr);
   server_.reset();
+  // By now the engine has ended every request and the streams have had the grace above to
+  // send their last event.
+  if (openai_http_) openai_http_->stop();
 }
 
 }  // namespace tessera::server

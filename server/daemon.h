@@ -15,7 +15,7 @@
 #include "server/admin_service.h"
 #include "server/daemon_config.h"
 #include "server/generation_service.h"
-#include "server/metrics/admin_http_server.h"
+#include "server/http/http_server.h"
 #include "server/metrics/readiness_state.h"
 #include "server/metrics/tessera_metrics.h"
 #include "server/serving_state.h"
@@ -47,6 +47,8 @@ class Daemon {
   ServingState& state() { return state_; }
   // The admin listener's bound port (0 before start()).
   int admin_port() const { return admin_http_ ? admin_http_->port() : 0; }
+  // The OpenAI API listener's bound port (0 before start() or when openai_listen is empty).
+  int openai_port() const { return openai_http_ ? openai_http_->port() : 0; }
   const DaemonConfig& config() const { return config_; }
 
  private:
@@ -54,13 +56,16 @@ class Daemon {
   // Tuning mode warmup: starts the warmup of the model's whole plan and holds readiness and
   // health at NOT_SERVING until it ends. False when there is none to run.
   bool warm_up_before_serving();
+  absl::Status start_admin_listener();
+  absl::Status start_openai_listener();
 
   DaemonConfig config_;
   ServingState state_;
   TesseraMetrics metrics_;    // outlives the engine that reports to it
   ReadinessState readiness_;
-  std::unique_ptr<AdminHttpServer> admin_http_;
-  std::unique_ptr<ServedModel> model_;  // declared before the server: destroyed after it
+  std::unique_ptr<HttpServer> admin_http_;
+  std::unique_ptr<ServedModel> model_;  // declared before the servers: destroyed after them
+  std::unique_ptr<HttpServer> openai_http_;
   std::unique_ptr<GenerationService> generation_;
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> server_;

@@ -352,6 +352,30 @@ const std::vector<KeySpec>& specs() {
     s.push_back(string_key("admin_token", "any string; empty = no token",
                            "bearer token that mutating admin endpoints, /v1/tuning and Admin.Warmup require",
                            &DaemonConfig::admin_token, any));
+    s.push_back(string_key("openai_listen", "HOST:PORT with PORT in [0, 65535], or empty (off)",
+                           "address of the OpenAI-compatible HTTP API (same TLS files as gRPC)",
+                           &DaemonConfig::openai_listen, [](std::string_view v) {
+                             return v.empty() || (!v.starts_with("unix:") && valid_listen_address(v));
+                           }));
+    s.push_back(string_key("api_key", "any string; empty = api_key_file, then $TESSERA_API_KEY",
+                           "bearer key the OpenAI API's /v1 routes require; none = open",
+                           &DaemonConfig::api_key, any));
+    s.push_back(string_key("api_key_file", "a file path, or empty",
+                           "file whose first line is the API key (when api_key is empty)",
+                           &DaemonConfig::api_key_file, any));
+    s.push_back(int_key("http_max_connections", "an integer in [1, 1000000]",
+                        "open connections the OpenAI listener accepts; more are closed at once",
+                        &DaemonConfig::http_max_connections, 1, 1000000));
+    s.push_back(int_key("http_threads", "an integer in [1, 256]",
+                        "io threads of the OpenAI listener (connections are asynchronous)",
+                        &DaemonConfig::http_threads, 1, 256));
+    s.push_back(seconds_key("http_request_timeout", "a duration in [1ms, 1h]",
+                            "an HTTP request must arrive whole within this of its first byte",
+                            &DaemonConfig::http_request_timeout_seconds, 0.001, 3600));
+    s.push_back(seconds_key("http_write_timeout", "a duration in [1ms, 1h]",
+                            "a client that takes no part of a response for this long is dropped "
+                            "(its request cancelled)",
+                            &DaemonConfig::http_write_timeout_seconds, 0.001, 3600));
     s.push_back(seconds_key("drain_timeout", "a duration (e.g. 30, 30s, 500ms, 2m) in [0s, 1h]",
                             "on SIGTERM/SIGINT, how long in-flight requests may still run",
                             &DaemonConfig::drain_timeout_seconds, 0, 3600));

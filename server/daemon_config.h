@@ -63,6 +63,15 @@ struct DaemonConfig {
   std::string admin_listen = "127.0.0.1:8002";  // HOST:PORT; loopback by default
   std::string admin_token;  // bearer token required by mutating admin endpoints; empty = none
 
+  // OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, /v1/models, /health).
+  std::string openai_listen = "0.0.0.0:8000";  // HOST:PORT; empty = no OpenAI listener
+  std::string api_key;        // bearer key the /v1 routes require; empty = api_key_file, env
+  std::string api_key_file;   // file holding the key (first line)
+  int32_t http_max_connections = 4096;  // open connections on the OpenAI listener
+  int32_t http_threads = 2;             // io threads of the OpenAI listener
+  double http_request_timeout_seconds = 10;  // a request's first byte to its last
+  double http_write_timeout_seconds = 30;    // a client must take each write within this
+
   // Lifecycle and logs.
   double drain_timeout_seconds = 30;  // on SIGTERM/SIGINT: how long in-flight requests may run
   std::string log_level = "info";     // trace, debug, info, warn, error, critical, off

@@ -120,7 +120,7 @@ json tuning_json(const ModelTuning& tuning) {
 
 }  // namespace
 
-absl::Status add_tuning_routes(AdminHttpServer& server, std::function<ModelTuning*()> tuning) {
+absl::Status add_tuning_routes(HttpServer& server, std::function<ModelTuning*()> tuning) {
   TESSERA_RETURN_IF_ERROR(server.add_route(
       "POST", "/v1/tuning/warmup",
       [tuning](const HttpRequest& request) {

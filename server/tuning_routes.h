@@ -18,11 +18,11 @@
 
 #include "absl/status/status.h"
 #include "runtime/tuning/model_tuning.h"
-#include "server/metrics/admin_http_server.h"
+#include "server/http/http_server.h"
 
 namespace tessera::server {
 
 // `tuning` answers the served model's tuning, or null before it is loaded.
-absl::Status add_tuning_routes(AdminHttpServer& server, std::function<ModelTuning*()> tuning);
+absl::Status add_tuning_routes(HttpServer& server, std::function<ModelTuning*()> tuning);
 
 }  // namespace tessera::server

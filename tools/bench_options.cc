@@ -18,7 +18,8 @@ constexpr int64_t kMaxConcurrency = 100000;
 const std::set<std::string>& bench_serve_value_flags() {
   static const std::set<std::string> flags = {
       "model",      "concurrency", "request-rate", "num-requests", "duration", "prompt-len",
-      "output-len", "prompt-kind", "seed",         "json",         "timeout"};
+      "output-len", "prompt-kind", "seed",         "json",         "timeout",
+      "api",        "openai-server"};
   return flags;
 }
 
@@ -40,7 +41,11 @@ const char* bench_serve_usage() {
          "      --seed S                workload and arrival seed (0)\n"
          "      --timeout S             deadline of each request, in seconds (none)\n"
          "      --json FILE             also write the results as JSON\n"
-         "      --model ID              the model (ListModels' id); optional with one model\n";
+         "      --model ID              the model (ListModels' id); optional with one model\n"
+         "      --api grpc|openai       drive GenerateStream (grpc) or streamed /v1/completions\n"
+         "                              on the OpenAI port (openai); the workload is built the\n"
+         "                              same way through --server's gRPC either way (grpc)\n"
+         "      --openai-server H:P     the OpenAI port, plain HTTP (127.0.0.1:8000)\n";
 }
 
 absl::StatusOr<BenchServeOptions> read_bench_serve_flags(const Args& args) {
@@ -75,6 +80,18 @@ absl::StatusOr<BenchServeOptions> read_bench_serve_flags(const Args& args) {
   }
   if (*seed < 0) return absl::InvalidArgumentError("--seed must be >= 0");
   if (!(*timeout >= 0)) return absl::InvalidArgumentError("--timeout must be >= 0");
+  const std::string api = args.get("api", "grpc");
+  if (api == "openai") {
+    o.runner.api = Api::kOpenAi;
+    o.runner.openai_address = args.get("openai-server", "127.0.0.1:8000");
+    if (args.has("timeout")) {
+      return absl::InvalidArgumentError("--timeout applies to --api grpc only");
+    }
+  } else if (api != "grpc") {
+    return absl::InvalidArgumentError(absl::StrCat("--api=", api, ": expected grpc or openai"));
+  } else if (args.has("openai-server")) {
+    return absl::InvalidArgumentError("--openai-server needs --api openai");
+  }
 
   auto prompt_len = LengthDistribution::parse(args.get("prompt-len", "128"));
   if (!prompt_len.ok()) return prompt_len.status();

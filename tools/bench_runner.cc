@@ -4,18 +4,29 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <thread>
 
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
+#include "tools/openai_stream_client.h"
 #include "tools/server_connection.h"
 
 namespace tessera::cli {
 
-// One GenerateStream call. Its callbacks run on gRPC threads, one at a time; it touches the
-// runner only through finish() and the atomic token counter.
-class BenchRunner::Call : public grpc::ClientReadReactor<v1::GenerateStreamChunk> {
+// One request in flight; it touches the runner only through finish() and the atomic token
+// counter.
+class BenchRunner::Call {
  public:
-  Call(BenchRunner& runner, const BenchRequest& request, size_t index)
+  virtual ~Call() = default;
+  virtual void start() = 0;
+  virtual void cancel() = 0;
+};
+
+// One GenerateStream call. Its callbacks run on gRPC threads, one at a time.
+class BenchRunner::GrpcCall final : public BenchRunner::Call,
+                                    public grpc::ClientReadReactor<v1::GenerateStreamChunk> {
+ public:
+  GrpcCall(BenchRunner& runner, const BenchRequest& request, size_t index)
       : runner_(runner), request_(request.request) {
     record_.workload_index = index;
     record_.expected_output_tokens = request.output_len;
@@ -23,7 +34,7 @@ class BenchRunner::Call : public grpc::ClientReadReactor<v1::GenerateStreamChunk
       set_deadline_after(context_, runner.options_.timeout_seconds);
   }
 
-  void start() {
+  void start() override {
     start_ = Clock::now();
     record_.start_seconds = std::chrono::duration<double>(start_ - runner_.start_).count();
     runner_.connection_.generation().async()->GenerateStream(&context_, &request_, this);
@@ -31,7 +42,7 @@ class BenchRunner::Call : public grpc::ClientReadReactor<v1::GenerateStreamChunk
     StartCall();
   }
 
-  void cancel() { context_.TryCancel(); }
+  void cancel() override { context_.TryCancel(); }
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // the stream ended; OnDone follows
@@ -68,6 +79,73 @@ class BenchRunner::Call : public grpc::ClientReadReactor<v1::GenerateStreamChunk
   v1::GenerateStreamChunk chunk_;
   Clock::time_point start_;
   Clock::time_point last_chunk_;
+  RequestRecord record_;
+};
+
+// One streamed /v1/completions request, on a thread of its own (a blocking client).
+class BenchRunner::OpenAiCall final : public BenchRunner::Call,
+                                      public std::enable_shared_from_this<OpenAiCall> {
+ public:
+  OpenAiCall(BenchRunner& runner, const BenchRequest& request, size_t index)
+      : runner_(runner), body_(openai_completion_body(request.request)),
+        client_(runner.options_.openai_address) {
+    record_.workload_index = index;
+    record_.expected_output_tokens = request.output_len;
+  }
+
+  void start() override {
+    start_ = Clock::now();
+    record_.start_seconds = std::chrono::duration<double>(start_ - runner_.start_).count();
+    // The thread holds the call until it has reported; the runner may be gone after finish().
+    std::thread([self = shared_from_this()] { self->run(); }).detach();
+  }
+
+  void cancel() override { client_.cancel(); }
+
+ private:
+  void run() {
+    const absl::Status status = client_.run(body_, [this](const nlohmann::json& event) {
+      on_event(event);
+    });
+    record_.latency_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    record_.code = static_cast<grpc::StatusCode>(status.code());
+    if (!status.ok()) record_.error = std::string(status.message());
+    runner_.finish(this, std::move(record_));
+  }
+
+  // A chunk with text counts as one token for progress and timing (as a gRPC chunk's tokens
+  // arrive together); the usage chunk gives the exact counts.
+  void on_event(const nlohmann::json& event) {
+    if (const auto usage = event.find("usage"); usage != event.end() && usage->is_object()) {
+      record_.output_tokens = usage->value("completion_tokens", 0);
+      record_.prompt_tokens = usage->value("prompt_tokens", 0);
+    }
+    const auto choices = event.find("choices");
+    if (choices == event.end() || choices->empty()) return;
+    const nlohmann::json& choice = (*choices)[0];
+    if (!choice.value("text", std::string()).empty()) {
+      const Clock::time_point now = Clock::now();
+      if (!seen_text_) {
+        record_.ttft_seconds = std::chrono::duration<double>(now - start_).count();
+        seen_text_ = true;
+      } else {
+        record_.itl_seconds.push_back(std::chrono::duration<double>(now - last_chunk_).count());
+      }
+      last_chunk_ = now;
+      runner_.output_tokens_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (const auto reason = choice.find("finish_reason"); reason != choice.end() && reason->is_string()) {
+      record_.finish_reason =
+          *reason == "length" ? v1::FINISH_REASON_LENGTH : v1::FINISH_REASON_STOP;
+    }
+  }
+
+  BenchRunner& runner_;
+  const nlohmann::json body_;
+  OpenAiStreamClient client_;
+  Clock::time_point start_;
+  Clock::time_point last_chunk_;
+  bool seen_text_ = false;
   RequestRecord record_;
 };
 
@@ -131,7 +209,12 @@ RunResult BenchRunner::run(const std::vector<BenchRequest>& workload) {
     }
     if (stopping_ || (timed && Clock::now() >= end)) break;
     const size_t index = i % workload.size();
-    auto call = std::make_shared<Call>(*this, workload[index], index);
+    std::shared_ptr<Call> call;
+    if (options_.api == Api::kOpenAi) {
+      call = std::make_shared<OpenAiCall>(*this, workload[index], index);
+    } else {
+      call = std::make_shared<GrpcCall>(*this, workload[index], index);
+    }
     in_flight_.emplace(call.get(), call);
     sent_.fetch_add(1);
     lock.unlock();

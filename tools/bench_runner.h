@@ -1,8 +1,10 @@
-// The load generator behind `tessera bench serve`: sends GenerateStream calls from a workload,
+// The load generator behind `tessera bench serve`: sends GenerateStream calls (or, with
+// Api::kOpenAi, streamed /v1/completions requests to the OpenAI port) from a workload,
 // closed loop (at most `concurrency` in flight, the next one sent when one finishes) or open
 // loop (Poisson arrivals at `request_rate`, optionally capped by `concurrency`), and records
-// when each call's chunks arrive. Calls run on the gRPC callback API: the dispatcher is the
-// calling thread and the reactors run on gRPC's own few threads, whatever the concurrency.
+// when each call's chunks arrive. gRPC calls run on the gRPC callback API: the dispatcher is the
+// calling thread and the reactors run on gRPC's own few threads, whatever the concurrency;
+// OpenAI calls run a blocking HTTP client on a thread each.
 #pragma once
 
 #include <atomic>
@@ -22,7 +24,11 @@
 
 namespace tessera::cli {
 
+enum class Api { kGrpc, kOpenAi };
+
 struct RunnerOptions {
+  Api api = Api::kGrpc;
+  std::string openai_address;  // HOST:PORT of the OpenAI port (Api::kOpenAi)
   int32_t concurrency = 1;  // most calls in flight; 0 = no limit (open loop only)
   double request_rate = std::numeric_limits<double>::infinity();  // per second; inf = closed loop
   size_t num_requests = 0;      // calls to send; 0 = until duration_seconds
@@ -80,6 +86,8 @@ class BenchRunner {
 
  private:
   class Call;
+  class GrpcCall;
+  class OpenAiCall;
   using Clock = std::chrono::steady_clock;
 
   void finish(Call* call, RequestRecord record);

@@ -99,7 +99,9 @@ int bench_serve_command(int argc, char** argv) {
   }
 
   BenchSetup setup;
-  setup.server = server.address();
+  setup.server = options->runner.api == Api::kOpenAi
+                     ? absl::StrCat("openai http://", options->runner.openai_address)
+                     : absl::StrCat("grpc ", server.address());
   setup.model = info->id();
   setup.mode = describe_mode(options->runner);
   setup.concurrency = options->runner.concurrency;

@@ -15,7 +15,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace tessera::metrics {
+namespace tessera::server {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
 
 namespace {
 
@@ -156,4 +160,4 @@ std::vector<MetricFamily> ProcessCollector::Collect() const {
   return out;
 }
 
-}  // namespace tessera::metrics
+}  // namespace tessera::server

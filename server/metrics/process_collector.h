@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/metrics/collectable.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
 
-namespace tessera::metrics {
+namespace tessera::server {
 
 // From /proc/self/stat, given the clock tick rate, the page size and the boot time.
 struct ProcStat {
@@ -27,11 +28,11 @@ absl::StatusOr<double> parse_boot_time(std::string_view proc_stat);
 // The soft "Max open files" limit from /proc/self/limits ("unlimited" is +Inf).
 absl::StatusOr<double> parse_max_open_files(std::string_view limits);
 
-class ProcessCollector : public Collectable {
+class ProcessCollector : public prometheus::Collectable {
  public:
   // Reads the boot time and the system's constants once.
   ProcessCollector();
-  std::vector<MetricFamily> Collect() const override;
+  std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   std::optional<double> boot_time_seconds_;
@@ -39,4 +40,4 @@ class ProcessCollector : public Collectable {
   double page_size_ = 0;
 };
 
-}  // namespace tessera::metrics
+}  // namespace tessera::server

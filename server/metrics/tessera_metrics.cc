@@ -2,9 +2,9 @@
 
 #include <utility>
 
-#include "server/metrics/builder.h"
+#include "prometheus/text_serializer.h"
+#include "runtime/tokenizer/utf8.h"
 #include "server/metrics/serving_buckets.h"
-#include "server/metrics/text_serializer.h"
 
 #ifndef TESSERA_VERSION
 #define TESSERA_VERSION "unknown"
@@ -20,9 +20,15 @@ namespace tessera::server {
 
 namespace {
 
-using metrics::BuildCounter;
-using metrics::BuildGauge;
-using metrics::BuildHistogram;
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+// A label value from outside the code (a model file's name): prometheus-cpp writes label values
+// as they are, and the text format needs UTF-8, so invalid bytes become U+FFFD.
+std::string label_value(std::string_view value) {
+  return sanitize_utf8(value);
+}
 
 const char* compiler_name() {
 #if defined(__clang__)
@@ -83,6 +89,10 @@ TesseraMetrics::TesseraMetrics()
                              .Help("Tokens generated.")
                              .Register(registry_)
                              .Add({})),
+      http_requests_(BuildCounter()
+                         .Name("tessera_http_requests_total")
+                         .Help("HTTP requests answered, by listener, route and status code.")
+                         .Register(registry_)),
       step_seqs_(BuildHistogram()
                      .Name("tessera_step_num_seqs")
                      .Help("Sequences in one engine step's batch.")
@@ -189,15 +199,15 @@ TesseraMetrics::TesseraMetrics()
       .Set(1);
 }
 
-metrics::Counter& TesseraMetrics::request_counter(absl::StatusCode code, FinishReason reason) {
+prometheus::Counter& TesseraMetrics::request_counter(absl::StatusCode code, FinishReason reason) {
   int c = static_cast<int>(code);
   if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
   int r = static_cast<int>(reason);
   if (r < 0 || r >= kNumReasons) r = static_cast<int>(FinishReason::kNone);
-  std::atomic<metrics::Counter*>& slot = request_children_[c][r];
-  if (metrics::Counter* child = slot.load(std::memory_order_acquire)) return *child;
+  std::atomic<prometheus::Counter*>& slot = request_children_[c][r];
+  if (prometheus::Counter* child = slot.load(std::memory_order_acquire)) return *child;
   // First request with this pair: create the series (Family::Add takes its mutex once).
-  metrics::Counter& child =
+  prometheus::Counter& child =
       requests_.Add({{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))},
                      {"finish_reason", finish_reason_name(static_cast<FinishReason>(r))}});
   slot.store(&child, std::memory_order_release);
@@ -233,6 +243,15 @@ void TesseraMetrics::on_rejected(absl::StatusCode code) {
   request_counter(code, FinishReason::kNone).Increment();
 }
 
+void TesseraMetrics::on_http_response(std::string_view listener, std::string_view route,
+                                      int status) {
+  http_requests_
+      .Add({{"listener", std::string(listener)},
+            {"route", std::string(route)},
+            {"code", std::to_string(status)}})
+      .Increment();
+}
+
 void TesseraMetrics::set_engine_stats(const EngineStats* stats, std::string kv_device) {
   std::lock_guard<std::mutex> lock(scrape_mu_);
   if (stats == stats_ && kv_device == kv_device_) return;
@@ -254,7 +273,7 @@ void TesseraMetrics::set_engine_stats(const EngineStats* stats, std::string kv_d
     waiting_.Set(0);
     return;
   }
-  const metrics::Labels device = {{"device", kv_device_}};
+  const prometheus::Labels device = {{"device", kv_device_}};
   kv_used_child_ = &kv_blocks_used_.Add(device);
   kv_total_child_ = &kv_blocks_total_.Add(device);
   kv_usage_child_ = &kv_usage_.Add(device);
@@ -264,24 +283,24 @@ void TesseraMetrics::set_engine_stats(const EngineStats* stats, std::string kv_d
 void TesseraMetrics::set_model_info(const ModelInfoLabels& info) {
   std::lock_guard<std::mutex> lock(scrape_mu_);
   if (model_info_child_ != nullptr) model_info_.Remove(model_info_child_);
-  model_info_child_ = &model_info_.Add({{"model_id", info.model_id},
-                                        {"architecture", info.architecture},
-                                        {"dtype", info.dtype},
-                                        {"backend", info.backend},
+  model_info_child_ = &model_info_.Add({{"model_id", label_value(info.model_id)},
+                                        {"architecture", label_value(info.architecture)},
+                                        {"dtype", label_value(info.dtype)},
+                                        {"backend", label_value(info.backend)},
                                         {"max_model_len", std::to_string(info.max_model_len)}});
   model_info_child_->Set(1);
 }
 
 void TesseraMetrics::set_gpu_memory(std::string_view device, double used_bytes,
                                     double total_bytes) {
-  const metrics::Labels labels = {{"device", std::string(device)}};
+  const prometheus::Labels labels = {{"device", label_value(device)}};
   gpu_memory_used_.Add(labels).Set(used_bytes);
   gpu_memory_total_.Add(labels).Set(total_bytes);
 }
 
 void TesseraMetrics::set_placement(const PlacementPlan& plan) {
   for (const DevicePlacement& d : plan.devices) {
-    const metrics::Labels labels = {{"device", d.name}};
+    const prometheus::Labels labels = {{"device", label_value(d.name)}};
     device_layers_.Add(labels).Set(d.num_layers());
     device_weight_bytes_.Add(labels).Set(static_cast<double>(d.weight_bytes));
     device_kv_tokens_.Add(labels).Set(static_cast<double>(d.kv_capacity_tokens));
@@ -298,7 +317,7 @@ void TesseraMetrics::set_gemm_tuning(const ModelTuning* tuning) {
 void TesseraMetrics::collect_tuning_locked() {
   if (tuning_ == nullptr) return;
   const GemmTuningStats stats = tuning_->stats();
-  const auto follow = [](metrics::Counter& counter, double now, double& seen) {
+  const auto follow = [](prometheus::Counter& counter, double now, double& seen) {
     if (now > seen) counter.Increment(now - seen);
     seen = now;
   };
@@ -332,7 +351,7 @@ void TesseraMetrics::collect_locked() {
   kv_total_child_->Set(static_cast<double>(total));
   kv_usage_child_->Set(total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0.0);
   // Counters follow the engine's totals by their increase since the last scrape.
-  const auto follow = [](metrics::Counter& counter, int64_t now, int64_t& seen) {
+  const auto follow = [](prometheus::Counter& counter, int64_t now, int64_t& seen) {
     if (now > seen) counter.Increment(static_cast<double>(now - seen));
     seen = now;
   };
@@ -351,14 +370,14 @@ void TesseraMetrics::collect() {
 }
 
 std::string TesseraMetrics::serialize() {
-  std::vector<metrics::MetricFamily> families;
+  std::vector<prometheus::MetricFamily> families;
   {
     std::lock_guard<std::mutex> lock(scrape_mu_);
     collect_locked();
     families = registry_.Collect();
   }
-  for (metrics::MetricFamily& family : process_.Collect()) families.push_back(std::move(family));
-  return metrics::TextSerializer().Serialize(families);
+  for (prometheus::MetricFamily& family : process_.Collect()) families.push_back(std::move(family));
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace tessera::server

@@ -22,8 +22,12 @@
 #include "runtime/output/engine_observer.h"
 #include "runtime/placement/placement_planner.h"
 #include "runtime/tuning/model_tuning.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
 #include "server/metrics/process_collector.h"
-#include "server/metrics/registry.h"
 
 namespace tessera::server {
 
@@ -54,6 +58,11 @@ class TesseraMetrics final : public EngineObserver {
   // counted in tessera_requests_total with finish_reason="none". Any thread.
   void on_rejected(absl::StatusCode code);
 
+  // An HTTP response of `listener` ("openai", "admin") on `route` (the registered path, or
+  // "unmatched") with `status`: tessera_http_requests_total. Any thread; takes the family's
+  // mutex (once per request, not per token).
+  void on_http_response(std::string_view listener, std::string_view route, int status);
+
   // The engine whose stats collect() reads (not owned; null detaches, and a scrape in progress
   // finishes first, so the engine may be destroyed once this returns). `kv_device` labels the KV
   // cache gauges. Token counters go on from where they were when the engine changes.
@@ -77,73 +86,76 @@ class TesseraMetrics final : public EngineObserver {
   // collect(), then every family (registry and process metrics) in the text format 0.0.4.
   std::string serialize();
 
-  metrics::Registry& registry() { return registry_; }
+  prometheus::Registry& registry() { return registry_; }
+
 
  private:
   static constexpr int kNumCodes = 17;   // absl::StatusCode 0..16
   static constexpr int kNumReasons = 6;  // FinishReason kNone..kError
-  metrics::Counter& request_counter(absl::StatusCode code, FinishReason reason);
+  prometheus::Counter& request_counter(absl::StatusCode code, FinishReason reason);
   // Copies stats_ and the tuning counters into the scrape-time metrics (scrape_mu_ held).
   void collect_locked();
   void collect_tuning_locked();
 
-  metrics::Registry registry_;
-  metrics::ProcessCollector process_;
+  prometheus::Registry registry_;
+  ProcessCollector process_;
 
   // Requests.
-  metrics::Family<metrics::Counter>& requests_;
-  std::array<std::array<std::atomic<metrics::Counter*>, kNumReasons>, kNumCodes>
+  prometheus::Family<prometheus::Counter>& requests_;
+  std::array<std::array<std::atomic<prometheus::Counter*>, kNumReasons>, kNumCodes>
       request_children_{};
-  metrics::Gauge& running_;
-  metrics::Gauge& waiting_;
-  metrics::Histogram& queue_time_;
-  metrics::Histogram& ttft_;
-  metrics::Histogram& inter_token_;
-  metrics::Histogram& e2e_latency_;
-  metrics::Counter& prompt_tokens_;
-  metrics::Counter& generation_tokens_;
+  prometheus::Gauge& running_;
+  prometheus::Gauge& waiting_;
+  prometheus::Histogram& queue_time_;
+  prometheus::Histogram& ttft_;
+  prometheus::Histogram& inter_token_;
+  prometheus::Histogram& e2e_latency_;
+  prometheus::Counter& prompt_tokens_;
+  prometheus::Counter& generation_tokens_;
+
+  prometheus::Family<prometheus::Counter>& http_requests_;  // {listener, route, code}
 
   // Engine steps.
-  metrics::Histogram& step_seqs_;
-  metrics::Histogram& step_tokens_;
-  metrics::Histogram& step_duration_;
-  metrics::Counter& preemptions_;
-  metrics::Counter& graph_steps_;
-  metrics::Counter& micro_batched_steps_;
+  prometheus::Histogram& step_seqs_;
+  prometheus::Histogram& step_tokens_;
+  prometheus::Histogram& step_duration_;
+  prometheus::Counter& preemptions_;
+  prometheus::Counter& graph_steps_;
+  prometheus::Counter& micro_batched_steps_;
 
   // KV cache and devices.
-  metrics::Family<metrics::Gauge>& kv_blocks_used_;
-  metrics::Family<metrics::Gauge>& kv_blocks_total_;
-  metrics::Family<metrics::Gauge>& kv_usage_;
-  metrics::Family<metrics::Gauge>& gpu_memory_used_;
-  metrics::Family<metrics::Gauge>& gpu_memory_total_;
-  metrics::Family<metrics::Gauge>& device_layers_;
-  metrics::Family<metrics::Gauge>& device_weight_bytes_;
-  metrics::Family<metrics::Gauge>& device_kv_tokens_;
+  prometheus::Family<prometheus::Gauge>& kv_blocks_used_;
+  prometheus::Family<prometheus::Gauge>& kv_blocks_total_;
+  prometheus::Family<prometheus::Gauge>& kv_usage_;
+  prometheus::Family<prometheus::Gauge>& gpu_memory_used_;
+  prometheus::Family<prometheus::Gauge>& gpu_memory_total_;
+  prometheus::Family<prometheus::Gauge>& device_layers_;
+  prometheus::Family<prometheus::Gauge>& device_weight_bytes_;
+  prometheus::Family<prometheus::Gauge>& device_kv_tokens_;
 
   // Info.
-  metrics::Family<metrics::Gauge>& model_info_;
-  metrics::Family<metrics::Gauge>& build_info_;
+  prometheus::Family<prometheus::Gauge>& model_info_;
+  prometheus::Family<prometheus::Gauge>& build_info_;
 
   // GEMM tuning, copied from tuning_ at scrape time.
-  metrics::Counter& gemm_tuned_shapes_;
-  metrics::Counter& gemm_tuning_seconds_;
-  metrics::Counter& gemm_hits_;
-  metrics::Counter& gemm_misses_;
-  metrics::Family<metrics::Gauge>& gemm_gain_;  // {device, op, shape}
+  prometheus::Counter& gemm_tuned_shapes_;
+  prometheus::Counter& gemm_tuning_seconds_;
+  prometheus::Counter& gemm_hits_;
+  prometheus::Counter& gemm_misses_;
+  prometheus::Family<prometheus::Gauge>& gemm_gain_;  // {device, op, shape}
 
   // Scrape-time state, guarded by scrape_mu_.
   std::mutex scrape_mu_;
   const EngineStats* stats_ = nullptr;
   std::string kv_device_;
-  metrics::Gauge* kv_used_child_ = nullptr;
-  metrics::Gauge* kv_total_child_ = nullptr;
-  metrics::Gauge* kv_usage_child_ = nullptr;
+  prometheus::Gauge* kv_used_child_ = nullptr;
+  prometheus::Gauge* kv_total_child_ = nullptr;
+  prometheus::Gauge* kv_usage_child_ = nullptr;
   int64_t prompt_tokens_seen_ = 0;      // stats_->prompt_tokens_total already counted
   int64_t generation_tokens_seen_ = 0;  // stats_->generation_tokens_total already counted
   int64_t graph_steps_seen_ = 0;        // stats_->graph_steps_total already counted
   int64_t micro_batched_steps_seen_ = 0;  // stats_->micro_batched_steps_total already counted
-  metrics::Gauge* model_info_child_ = nullptr;
+  prometheus::Gauge* model_info_child_ = nullptr;
   const ModelTuning* tuning_ = nullptr;
   GemmTuningCounters tuning_seen_;  // tuning_'s totals already counted
 };

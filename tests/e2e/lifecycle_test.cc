@@ -258,7 +258,7 @@ std::unique_ptr<Process> spawn(const std::vector<std::string>& args) {
 
 TEST(TesseradE2E, ServesThenExitsZeroOnSigtermWithJsonLogs) {
   TESSERA_SKIP_WITHOUT_MODEL();
-  auto p = spawn({TESSERAD, "--model", default_model_path(), "--listen", "127.0.0.1:0", "--admin-listen",
+  auto p = spawn({TESSERAD, "--model", default_model_path(), "--listen", "127.0.0.1:0", "--openai-listen", "127.0.0.1:0", "--admin-listen",
                   "127.0.0.1:0", "--kv-cache-bytes",
                   "64MiB", "--max-model-len", "1024", "--log-format", "json", "--drain-timeout", "5s"});
   ASSERT_NE(p, nullptr);
@@ -335,12 +335,12 @@ TEST(TesseradE2E, BadConfigurationStopsItAtStartWithOneLine) {
   std::ofstream(bad_value) << "block_size: 4096\n";
   expect_fails_with_one_line({TESSERAD, "--config", bad_value}, {"block_size", "4096", "[1, 1024]"});
   expect_fails_with_one_line({TESSERAD, "--config", dir + "/missing.yaml"}, {"missing.yaml"});
-  expect_fails_with_one_line({TESSERAD, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--tls-cert", dir + "/no-cert.pem",
+  expect_fails_with_one_line({TESSERAD, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--openai-listen", "127.0.0.1:0", "--tls-cert", dir + "/no-cert.pem",
                               "--tls-key", dir + "/no-key.pem"},
                              {"tls_cert", "no-cert.pem"});
   // The server is up (health NOT_SERVING) while the model loads, so this one logs more before
   // the error line.
-  expect_fails_with_one_line({TESSERAD, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+  expect_fails_with_one_line({TESSERAD, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--openai-listen", "127.0.0.1:0",
                               "--model", dir + "/no-model.gguf"},
                              {"cannot load the model", "no-model.gguf"}, /*one_line=*/false);
 }

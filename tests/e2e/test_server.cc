@@ -13,6 +13,7 @@ server::DaemonConfig test_config() {
   server::DaemonConfig c;
   c.listen = "127.0.0.1:0";
   c.admin_listen = "127.0.0.1:0";
+  c.openai_listen = "127.0.0.1:0";
   c.model = default_model_path();
   c.kv_cache_bytes = 256ll * 1024 * 1024;
   c.max_model_len = 2048;

@@ -85,6 +85,20 @@ class HttpTestClient {
     return reply;
   }
 
+  // The raw bytes received up to and including `marker` (a chunked body's end, say), or nullopt
+  // when the connection closed or `timeout` passed first.
+  std::optional<std::string> read_until(std::string_view marker,
+                                        std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    size_t at = std::string::npos;
+    while ((at = buffer_.find(marker)) == std::string::npos) {
+      if (!fill(until)) return std::nullopt;
+    }
+    std::string out = buffer_.substr(0, at + marker.size());
+    buffer_.erase(0, at + marker.size());
+    return out;
+  }
+
   // For a HEAD request: the next reply has a Content-Length but no body.
   void expect_head() { head_only_ = true; }
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-namespace tessera::metrics {
+namespace tessera::server {
 namespace {
 
 TEST(ProcessCollectorTest, ParsesProcSelfStat) {
@@ -47,9 +47,9 @@ TEST(ProcessCollectorTest, BootTimeAndFdLimit) {
 }
 
 TEST(ProcessCollectorTest, CollectsThisProcess) {
-  const std::vector<MetricFamily> families = ProcessCollector().Collect();
+  const std::vector<prometheus::MetricFamily> families = ProcessCollector().Collect();
   std::vector<std::string> names;
-  for (const MetricFamily& f : families) names.push_back(f.name);
+  for (const prometheus::MetricFamily& f : families) names.push_back(f.name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"process_cpu_seconds_total", "process_resident_memory_bytes",
                                       "process_virtual_memory_bytes", "process_start_time_seconds",
@@ -57,4 +57,4 @@ TEST(ProcessCollectorTest, CollectsThisProcess) {
 }
 
 }  // namespace
-}  // namespace tessera::metrics
+}  // namespace tessera::server

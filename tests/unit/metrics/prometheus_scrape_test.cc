@@ -8,8 +8,8 @@
 #include <optional>
 #include <thread>
 
-#include "server/metrics/admin_http_server.h"
-#include "server/metrics/admin_routes.h"
+#include "server/http/http_server.h"
+#include "server/http/admin_routes.h"
 #include "server/metrics/readiness_state.h"
 #include "server/metrics/tessera_metrics.h"
 #include "tests/unit/metrics/prometheus_process.h"
@@ -31,9 +31,9 @@ TEST(PrometheusScrapeTest, PrometheusIngestsTheExposition) {
   EngineStats stats;
   stats.kv_blocks_total = 100;
   metrics.set_engine_stats(&stats);
-  AdminHttpOptions options;
+  HttpServerOptions options;
   options.listen = "127.0.0.1:0";
-  AdminHttpServer admin(options);
+  HttpServer admin(options);
   ASSERT_TRUE(add_admin_routes(admin, readiness, [&] { return metrics.serialize(); }).ok());
   ASSERT_TRUE(admin.start().ok());
 

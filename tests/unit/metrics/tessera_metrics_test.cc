@@ -167,11 +167,11 @@ TEST(TesseraMetricsTest, EveryFamilyIsWellFormed) {
   m.set_model_info({"m", "llama", "f32", "cpu", 1});
   m.set_gpu_memory("cuda:0", 1, 2);
   feed_workload(m);
-  for (const metrics::MetricFamily& f : m.registry().Collect()) {
+  for (const prometheus::MetricFamily& f : m.registry().Collect()) {
     EXPECT_TRUE(f.name.starts_with("tessera_")) << f.name;
     EXPECT_FALSE(f.help.empty()) << f.name;
     // Only counters end in _total (promtool's lint).
-    EXPECT_EQ(f.type == metrics::MetricType::Counter, f.name.ends_with("_total")) << f.name;
+    EXPECT_EQ(f.type == prometheus::MetricType::Counter, f.name.ends_with("_total")) << f.name;
     if (f.name.find("seconds") != std::string::npos || f.name.find("bytes") != std::string::npos) {
       EXPECT_TRUE(f.name.ends_with("_seconds") || f.name.ends_with("_bytes") ||
                   f.name.ends_with("_seconds_total") || f.name.ends_with("_bytes_total"))
@@ -213,6 +213,23 @@ TEST(TesseraMetricsTest, PromtoolAcceptsTheExposition) {
   std::filesystem::remove(file);
   std::filesystem::remove(log);
   EXPECT_EQ(rc, 0) << output << "\n--- exposition ---\n" << text;
+}
+
+TEST(TesseraMetricsTest, HttpResponsesAreCountedByListenerRouteAndCode) {
+  TesseraMetrics m;
+  m.on_http_response("openai", "/v1/models", 200);
+  m.on_http_response("openai", "/v1/models", 200);
+  m.on_http_response("admin", "unmatched", 404);
+  const std::string text = m.serialize();
+  EXPECT_NE(text.find("# TYPE tessera_http_requests_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("tessera_http_requests_total{code=\"200\",listener=\"openai\","
+                      "route=\"/v1/models\"} 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tessera_http_requests_total{code=\"404\",listener=\"admin\","
+                      "route=\"unmatched\"} 1\n"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

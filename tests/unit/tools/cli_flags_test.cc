@@ -226,6 +226,22 @@ TEST(BenchServeFlags, Modes) {
   EXPECT_EQ(timed->seed, 5u);
 }
 
+TEST(BenchServeFlags, Api) {
+  auto grpc = bench_flags({});
+  ASSERT_TRUE(grpc.ok()) << grpc.status();
+  EXPECT_EQ(grpc->runner.api, Api::kGrpc);
+  auto openai = bench_flags({"--api", "openai"});
+  ASSERT_TRUE(openai.ok()) << openai.status();
+  EXPECT_EQ(openai->runner.api, Api::kOpenAi);
+  EXPECT_EQ(openai->runner.openai_address, "127.0.0.1:8000");
+  auto elsewhere = bench_flags({"--api", "openai", "--openai-server", "10.0.0.2:9000"});
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  EXPECT_EQ(elsewhere->runner.openai_address, "10.0.0.2:9000");
+  EXPECT_FALSE(bench_flags({"--api", "rest"}).ok());
+  EXPECT_FALSE(bench_flags({"--openai-server", "10.0.0.2:9000"}).ok());  // needs --api openai
+  EXPECT_FALSE(bench_flags({"--api", "openai", "--timeout", "5"}).ok());  // gRPC deadlines only
+}
+
 TEST(BenchServeFlags, Errors) {
   for (const std::vector<std::string>& words :
        std::vector<std::vector<std::string>>{{"--concurrency", "0"},
