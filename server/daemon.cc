@@ -15,6 +15,7 @@
 #include "server/http/admin_routes.h"
 #include "server/http/openai_routes.h"
 #include "server/server_credentials.h"
+#include "server/prefix_cache_routes.h"
 #include "server/tuning_routes.h"
 
 namespace tessera::server {
@@ -97,10 +98,14 @@ absl::Status Daemon::start_admin_listener() {
     ServedModel* model = state_.model();
     return model == nullptr ? nullptr : &model->instance().tuning();
   }));
+  TESSERA_RETURN_IF_ERROR(add_prefix_cache_routes(*admin_http_, [this]() -> Engine* {
+    ServedModel* model = state_.model();
+    return model == nullptr ? nullptr : &model->engine();
+  }));
   if (absl::Status s = admin_http_->start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("admin_listen: ", std::string(s.message())));
   }
-  spdlog::info("admin listener (/metrics, /healthz, /readyz, /v1/tuning) on {}",
+  spdlog::info("admin listener (/metrics, /healthz, /readyz, /v1/tuning, /v1/prefix_cache/reset) on {}",
                bound_address(config_.admin_listen, admin_http_->port()));
   return absl::OkStatus();
 }

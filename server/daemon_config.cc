@@ -283,6 +283,10 @@ const std::vector<KeySpec>& specs() {
                          "recorded per bucket: auto = where the backend records them (GPU); off = "
                          "every step launched op by op", &DaemonConfig::decode_graphs,
                          {"auto", "off"}));
+    s.push_back(enum_key("enable_prefix_caching", "one of true, false",
+                         "keep full KV blocks after their sequence finishes and reuse them for "
+                         "prompts that start with the same tokens",
+                         &DaemonConfig::enable_prefix_caching, {"true", "false"}));
     s.push_back(int_key("max_batch_tokens", "an integer in [1, 1048576]",
                         "tokens per engine step: decode tokens plus prefill chunks",
                         &DaemonConfig::max_batch_tokens, 1, 1 << 20));

@@ -4,6 +4,7 @@
 
 #include "nlohmann/json.hpp"
 #include "base/status_macros.h"
+#include "server/json_responses.h"
 #include "server/warmup_proto.h"
 
 namespace tessera::server {
@@ -11,18 +12,6 @@ namespace tessera::server {
 namespace {
 
 using nlohmann::json;
-
-HttpResponse json_response(int status, const json& body) {
-  HttpResponse r;
-  r.status = status;
-  r.content_type = "application/json";
-  r.body = body.dump(2) + "\n";
-  return r;
-}
-
-HttpResponse error_response(int status, const std::string& message) {
-  return json_response(status, json{{"error", message}});
-}
 
 // The body's fields into a WarmupRequest; errors name the field and what it must be.
 absl::StatusOr<tessera::v1::WarmupRequest> parse_body(const std::string& body) {

@@ -125,6 +125,28 @@ TesseraMetrics::TesseraMetrics()
                                      "of a split model (micro_batches).")
                                .Register(registry_)
                                .Add({})),
+      prefix_queries_(BuildCounter()
+                          .Name("tessera_prefix_cache_queries_total")
+                          .Help("Prompt tokens looked up in the prefix cache (a preempted "
+                                "sequence's again when it is recomputed).")
+                          .Register(registry_)
+                          .Add({})),
+      prefix_hits_(BuildCounter()
+                       .Name("tessera_prefix_cache_hits_total")
+                       .Help("Prompt tokens found in the prefix cache, not prefilled again.")
+                       .Register(registry_)
+                       .Add({})),
+      prefix_hit_ratio_(BuildGauge()
+                            .Name("tessera_prefix_cache_hit_ratio")
+                            .Help("Prefix cache hits / queries since start, in tokens (0 before "
+                                  "any query).")
+                            .Register(registry_)
+                            .Add({})),
+      prefix_blocks_(BuildGauge()
+                         .Name("tessera_prefix_cache_blocks")
+                         .Help("KV cache blocks holding cached prefixes, in use or evictable.")
+                         .Register(registry_)
+                         .Add({})),
       kv_blocks_used_(BuildGauge()
                           .Name("tessera_kv_cache_used_blocks")
                           .Help("KV cache blocks in use, per device.")
@@ -362,6 +384,12 @@ void TesseraMetrics::collect_locked() {
   follow(graph_steps_, stats_->graph_steps_total.load(std::memory_order_relaxed), graph_steps_seen_);
   follow(micro_batched_steps_, stats_->micro_batched_steps_total.load(std::memory_order_relaxed),
          micro_batched_steps_seen_);
+  const int64_t queries = stats_->prefix_cache_queries_total.load(std::memory_order_relaxed);
+  const int64_t hits = stats_->prefix_cache_hits_total.load(std::memory_order_relaxed);
+  follow(prefix_queries_, queries, prefix_queries_seen_);
+  follow(prefix_hits_, hits, prefix_hits_seen_);
+  prefix_hit_ratio_.Set(queries > 0 ? static_cast<double>(hits) / static_cast<double>(queries) : 0.0);
+  prefix_blocks_.Set(static_cast<double>(stats_->prefix_cache_blocks.load(std::memory_order_relaxed)));
 }
 
 void TesseraMetrics::collect() {

@@ -123,6 +123,12 @@ class TesseraMetrics final : public EngineObserver {
   prometheus::Counter& graph_steps_;
   prometheus::Counter& micro_batched_steps_;
 
+  // Prefix cache (tokens, as vLLM counts them).
+  prometheus::Counter& prefix_queries_;
+  prometheus::Counter& prefix_hits_;
+  prometheus::Gauge& prefix_hit_ratio_;
+  prometheus::Gauge& prefix_blocks_;
+
   // KV cache and devices.
   prometheus::Family<prometheus::Gauge>& kv_blocks_used_;
   prometheus::Family<prometheus::Gauge>& kv_blocks_total_;
@@ -155,6 +161,8 @@ class TesseraMetrics final : public EngineObserver {
   int64_t generation_tokens_seen_ = 0;  // stats_->generation_tokens_total already counted
   int64_t graph_steps_seen_ = 0;        // stats_->graph_steps_total already counted
   int64_t micro_batched_steps_seen_ = 0;  // stats_->micro_batched_steps_total already counted
+  int64_t prefix_queries_seen_ = 0;     // stats_->prefix_cache_queries_total already counted
+  int64_t prefix_hits_seen_ = 0;        // stats_->prefix_cache_hits_total already counted
   prometheus::Gauge* model_info_child_ = nullptr;
   const ModelTuning* tuning_ = nullptr;
   GemmTuningCounters tuning_seen_;  // tuning_'s totals already counted
