@@ -38,6 +38,13 @@ absl::StatusOr<RequestHandle> Engine::submit(std::shared_ptr<Request> request) {
           absl::StrCat("prompt: token id ", t, " is outside the vocabulary [0, ", model_.vocab_size(), ")"));
     }
   }
+  for (const auto& [t, bias] : request->sampling.logit_bias) {
+    if (t < 0 || t >= model_.vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias: token id ", t,
+                                                     " is outside the vocabulary [0, ",
+                                                     model_.vocab_size(), ")"));
+    }
+  }
   if (request->stop.max_tokens <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("max_tokens: must be positive, got ", request->stop.max_tokens));
   }

@@ -48,7 +48,8 @@ absl::StatusOr<ModelFiles> ModelFiles::open(const std::string& path) {
   return files;
 }
 
-absl::StatusOr<ChatPrompt> ModelFiles::render_chat(std::span<const ChatMessage> messages) const {
+absl::StatusOr<ChatPrompt> ModelFiles::render_chat(std::span<const ChatMessage> messages,
+                                                    const nlohmann::ordered_json& tools) const {
   if (!chat_template_) {
     return absl::FailedPreconditionError("this model has no chat template: send a text prompt");
   }
@@ -57,12 +58,13 @@ absl::StatusOr<ChatPrompt> ModelFiles::render_chat(std::span<const ChatMessage> 
   options.add_generation_prompt = true;
   if (v.bos_id >= 0) options.bos_token = tokenizer_->token_text(v.bos_id);
   if (v.eos_id >= 0) options.eos_token = tokenizer_->token_text(v.eos_id);
+  options.tools = tools;
   return render_chat_prompt(*chat_template_, messages, options, *tokenizer_);
 }
 
 absl::StatusOr<std::vector<int32_t>> ModelFiles::encode_chat(
-    std::span<const ChatMessage> messages) const {
-  TESSERA_ASSIGN_OR_RETURN(ChatPrompt prompt, render_chat(messages));
+    std::span<const ChatMessage> messages, const nlohmann::ordered_json& tools) const {
+  TESSERA_ASSIGN_OR_RETURN(ChatPrompt prompt, render_chat(messages, tools));
   // The template writes BOS itself when the model wants one; do not add a second. Control tokens
   // count only where the template wrote them, not inside a message.
   return tokenizer_->encode(prompt.text, /*add_special=*/false, /*parse_special=*/true,

@@ -29,10 +29,13 @@ class ModelFiles {
   // Renders the conversation with the model's chat template (generation prompt added) and
   // tokenizes it; control tokens inside a message's content stay text (chat_prompt.h).
   // FAILED_PRECONDITION when the model has no chat template.
-  absl::StatusOr<std::vector<int32_t>> encode_chat(std::span<const ChatMessage> messages) const;
+  // `tools` (a JSON array of function definitions, or null) is the template's `tools`.
+  absl::StatusOr<std::vector<int32_t>> encode_chat(std::span<const ChatMessage> messages,
+                                                   const nlohmann::ordered_json& tools = nullptr) const;
 
  private:
-  absl::StatusOr<ChatPrompt> render_chat(std::span<const ChatMessage> messages) const;
+  absl::StatusOr<ChatPrompt> render_chat(std::span<const ChatMessage> messages,
+                                         const nlohmann::ordered_json& tools = nullptr) const;
 
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -338,7 +338,7 @@ absl::StatusOr<SubmittedRequest> submit_generate(const GenerateRequest& request,
       break;
     }
     case InputKind::kChat: {
-      absl::StatusOr<std::vector<int32_t>> ids = model->files().encode_chat(v.chat);
+      absl::StatusOr<std::vector<int32_t>> ids = model->files().encode_chat(v.chat, v.chat_tools);
       if (!ids.ok()) {
         return absl::Status(ids.status().code(), absl::StrCat("chat: ", std::string(ids.status().message())));
       }

@@ -38,7 +38,8 @@ absl::Status tokenize(const grpc::ByteBuffer& buffer, grpc::ByteBuffer& out, con
     case tessera::v1::TokenizeRequest::kChat: {
       TESSERA_ASSIGN_OR_RETURN(std::vector<ChatMessage> chat,
                                validate_chat(request.chat(), model->limits(), "chat"));
-      absl::StatusOr<std::vector<int32_t>> r = model->files().encode_chat(chat);
+      TESSERA_ASSIGN_OR_RETURN(nlohmann::ordered_json tools, validate_chat_tools(request.chat()));
+      absl::StatusOr<std::vector<int32_t>> r = model->files().encode_chat(chat, tools);
       if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("chat: ", std::string(r.status().message())));
       ids = *std::move(r);
       break;

@@ -84,6 +84,23 @@ absl::Status validate_sampling(const tessera::v1::SamplingParams& p, const Model
     out.seed = p.seed();
     out.has_seed = true;
   }
+  if (p.logit_bias_size() > kMaxLogitBiasEntries) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.logit_bias: ", p.logit_bias_size(),
+                                                   " entries; at most ", kMaxLogitBiasEntries));
+  }
+  for (const auto& [token, bias] : p.logit_bias()) {
+    if (absl::Status s = check_closed(absl::StrCat("sampling.logit_bias[", token, "]"), bias,
+                                      -kMaxAbsLogitBias, kMaxAbsLogitBias);
+        !s.ok()) {
+      return s;
+    }
+    if (token < 0 || token >= limits.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling.logit_bias: token id ", token,
+                                                     " is outside [0, ", limits.vocab_size, ")"));
+    }
+    out.logit_bias.emplace_back(token, bias);
+  }
+  std::sort(out.logit_bias.begin(), out.logit_bias.end());  // a map's order is unspecified
   return absl::OkStatus();
 }
 
@@ -150,6 +167,17 @@ absl::Status validate_model(std::string_view model, const ModelLimits& limits) {
                                           "\" is not served here; served: \"", limits.model_id, "\""));
 }
 
+absl::StatusOr<nlohmann::ordered_json> validate_chat_tools(const tessera::v1::ChatInput& chat) {
+  const std::string& text = chat.tools_json();
+  if (text.empty()) return nlohmann::ordered_json();
+  if (text.size() > kMaxToolsBytes) {
+    return bad("chat.tools_json", absl::StrCat(text.size(), " bytes; at most ", kMaxToolsBytes));
+  }
+  nlohmann::ordered_json tools = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (tools.is_discarded() || !tools.is_array()) return bad("chat.tools_json", "must be a JSON array");
+  return tools;
+}
+
 absl::StatusOr<std::vector<ChatMessage>> validate_chat(const tessera::v1::ChatInput& chat,
                                                        const ModelLimits& limits,
                                                        std::string_view field) {
@@ -199,6 +227,9 @@ absl::StatusOr<ValidatedRequest> validate_generate_request(const GenerateRequest
       absl::StatusOr<std::vector<ChatMessage>> chat = validate_chat(request.chat(), limits, "chat");
       if (!chat.ok()) return chat.status();
       out.chat = *std::move(chat);
+      absl::StatusOr<nlohmann::ordered_json> tools = validate_chat_tools(request.chat());
+      if (!tools.ok()) return tools.status();
+      out.chat_tools = *std::move(tools);
       break;
     }
     case GenerateRequest::kTokenIds: {

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 #include "runtime/request/request.h"
 #include "runtime/request/sampler.h"
 #include "runtime/tokenizer/chat_template.h"
@@ -29,6 +30,9 @@ inline constexpr int32_t kDefaultMaxTokens = 256;
 inline constexpr float kMaxTemperature = 100.0f;
 inline constexpr float kMaxRepetitionPenalty = 10.0f;
 inline constexpr float kMaxAbsFrequencyPenalty = 2.0f;
+inline constexpr float kMaxAbsLogitBias = 100.0f;   // OpenAI's range
+inline constexpr int kMaxLogitBiasEntries = 1024;
+inline constexpr size_t kMaxToolsBytes = size_t{1} << 20;
 
 // What validation needs to know about the served model.
 struct ModelLimits {
@@ -45,6 +49,7 @@ struct ValidatedRequest {
   InputKind input = InputKind::kPrompt;
   std::string prompt;                    // kPrompt: non-empty UTF-8
   std::vector<ChatMessage> chat;         // kChat: at least one message
+  nlohmann::ordered_json chat_tools;     // kChat: the template's `tools` (an array), or null
   std::vector<int32_t> token_ids;        // kTokenIds: each in [0, vocab_size)
   SamplingParams sampling;
   StopParams stop;
@@ -53,6 +58,10 @@ struct ValidatedRequest {
 
 // The model field: empty or the served model's id; NOT_FOUND otherwise.
 absl::Status validate_model(std::string_view model, const ModelLimits& limits);
+
+// The tools of a chat request: chat.tools_json parsed (a JSON array of at most kMaxToolsBytes),
+// or null when empty.
+absl::StatusOr<nlohmann::ordered_json> validate_chat_tools(const tessera::v1::ChatInput& chat);
 
 // Chat messages: at least one, known roles, UTF-8 content. `field` prefixes messages.
 absl::StatusOr<std::vector<ChatMessage>> validate_chat(const tessera::v1::ChatInput& chat,

@@ -42,13 +42,13 @@ SamplingRow Sampler::row(uint64_t counter) const {
                      counter};
 }
 
-bool Sampler::has_penalties() const {
+bool Sampler::transforms_logits() const {
   return params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0.0f ||
-         params_.presence_penalty != 0.0f;
+         params_.presence_penalty != 0.0f || !params_.logit_bias.empty();
 }
 
 std::optional<SamplingRow> Sampler::plain_row(uint64_t counter) const {
-  if (has_penalties() || wants_logprobs()) return std::nullopt;
+  if (transforms_logits() || wants_logprobs()) return std::nullopt;
   return row(counter);
 }
 
@@ -61,7 +61,7 @@ void Sampler::observe(int32_t token) {
   }
 }
 
-void Sampler::apply_penalties(std::span<float> logits) const {
+void Sampler::apply_transforms(std::span<float> logits) const {
   const int64_t vocab = static_cast<int64_t>(logits.size());
   if (params_.repetition_penalty != 1.0f) {
     for (int32_t t : seen_) {
@@ -75,6 +75,9 @@ void Sampler::apply_penalties(std::span<float> logits) const {
       if (t >= vocab) continue;
       logits[t] -= params_.frequency_penalty * count + params_.presence_penalty;
     }
+  }
+  for (const auto& [t, bias] : params_.logit_bias) {
+    if (t >= 0 && t < vocab) logits[t] += bias;
   }
 }
 
@@ -94,11 +97,11 @@ SampleResult Sampler::sample(std::span<float> logits, uint64_t counter,
                       [](const auto& a, const auto& b) { return a.first > b.first; });
     for (int32_t i = 0; i < k; ++i) result.top.push_back({top_[i].second, top_[i].first - lse});
   }
-  const bool transforms = has_penalties();
+  const bool transforms = transforms_logits();
   std::vector<float> raw;  // the untransformed logits, kept only for the logprob
   if (transforms) {
     if (want_logprobs) raw.assign(logits.begin(), logits.end());
-    apply_penalties(logits);
+    apply_transforms(logits);
   }
   const int32_t chosen = sample_reference(logits, row(counter), scratch).token;
   result.token = chosen;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime/backend/sampling_math.h"
@@ -27,6 +28,8 @@ struct SamplingParams {
   bool has_seed = false;            // without a seed each request draws one at random
   bool logprobs = false;            // report each chosen token's logprob
   int32_t top_logprobs = 0;         // and this many alternatives (0..20)
+  // (token id, bias) added to the logits before sampling (OpenAI's logit_bias); ids in the vocab.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 struct TokenLogprob {
@@ -59,9 +62,11 @@ class Sampler {
   SamplingRow row(uint64_t counter) const;
   // Counts a token for the penalties.
   void observe(int32_t token);
-  bool has_penalties() const;
+  // Whether the logits are transformed before the shared math (penalties, logit bias).
+  bool transforms_logits() const;
   bool wants_logprobs() const { return params_.logprobs || params_.top_logprobs > 0; }
-  void apply_penalties(std::span<float> logits) const;
+  // The penalties, then the logit bias.
+  void apply_transforms(std::span<float> logits) const;
 
   SamplingParams params_;
   uint64_t seed_;  // the request's, or drawn once at construction

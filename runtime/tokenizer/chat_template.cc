@@ -27,7 +27,9 @@ absl::StatusOr<ChatTemplate> ChatTemplate::parse(std::string_view source) {
 
 absl::StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
                                                  const ChatTemplateOptions& options) const {
-  return render(messages, options, nlohmann::ordered_json::object());
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  if (!options.tools.is_null()) extra["tools"] = options.tools;
+  return render(messages, options, extra);
 }
 
 absl::StatusOr<std::string> ChatTemplate::render(

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 
@@ -21,6 +21,8 @@ struct ChatTemplateOptions {
   bool add_generation_prompt = true;
   std::string bos_token;
   std::string eos_token;
+  // The template's `tools` (OpenAI's function definitions, a JSON array); null = none.
+  nlohmann::ordered_json tools;
 };
 
 class ChatTemplate {

@@ -11,7 +11,8 @@ namespace {
 
 // tessera.proto's field paths and the OpenAI fields they come from (longest first where one is
 // the prefix of another).
-constexpr std::array<std::pair<std::string_view, std::string_view>, 16> kFieldNames = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 18> kFieldNames = {{
+    {"sampling.logit_bias", "logit_bias"},
     {"sampling.temperature", "temperature"},
     {"sampling.top_k", "top_k"},
     {"sampling.top_p", "top_p"},
@@ -25,6 +26,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 16> kFieldNa
     {"stopping.stop", "stop"},
     {"token_ids.ids", "prompt"},
     {"chat.messages", "messages"},
+    {"chat.tools_json", "tools"},
     {"chat", "messages"},
     {"top_logprobs", "top_logprobs"},
     {"input", "prompt"},

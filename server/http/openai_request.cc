@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
@@ -258,7 +259,15 @@ absl::Status read_field(OpenAiEndpoint endpoint, const std::string& key, const j
     if (!v.is_string()) return bad(key, "must be a string");
   } else if (key == "logit_bias") {
     if (!v.is_object()) return bad(key, "must be an object of token id -> bias");
-    if (!v.empty()) return not_supported(key);
+    for (const auto& [id, bias] : v.items()) {
+      int32_t token = 0;
+      if (!absl::SimpleAtoi(id, &token)) {
+        return bad(key, absl::StrCat("key '", id.substr(0, 32), "' is not a token id"));
+      }
+      absl::StatusOr<double> d = number(bias, absl::StrCat(key, "[", id.substr(0, 32), "]"));
+      if (!d.ok()) return d.status();
+      (*sampling.mutable_logit_bias())[token] = static_cast<float>(*d);
+    }
   } else if (!chat && key == "echo") {
     absl::StatusOr<bool> b = boolean(v, key);
     if (!b.ok()) return b.status();
@@ -269,8 +278,11 @@ absl::Status read_field(OpenAiEndpoint endpoint, const std::string& key, const j
     if (!v.is_object() || v.value("type", "") != "text") {
       return not_supported(key, "only {\"type\": \"text\"} is");
     }
-  } else if (chat && (key == "tools" || key == "functions")) {
-    if (!v.empty()) return not_supported(key, "the chat template is not given tools");
+  } else if (chat && key == "tools") {
+    if (!v.is_array()) return bad(key, "must be a list of tools");
+    if (!v.empty()) common.mutable_chat()->set_tools_json(v.dump());
+  } else if (chat && key == "functions") {
+    if (!v.empty()) return not_supported(key, "the deprecated functions field is not; use tools");
   } else if (chat && (key == "tool_choice" || key == "function_call")) {
     if (v != "none" && v != "auto") return not_supported(key, "only \"none\" and \"auto\" are");
   } else if (chat && key == "parallel_tool_calls") {

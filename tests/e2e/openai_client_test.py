@@ -151,6 +151,22 @@ class OpenAiClientTest(unittest.TestCase):
         self.assertEqual(len(content), chat.usage.completion_tokens)
         self.assertTrue(all(len(t.top_logprobs) == 3 for t in content))
 
+    def test_logit_bias_forces_a_token(self):
+        r = self.complete(logit_bias={"1000": 100}, logprobs=1)
+        tokens = r.choices[0].logprobs.tokens
+        self.assertEqual(len(tokens), 8)
+        self.assertEqual(len(set(tokens)), 1, tokens)  # one token, eight times
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.complete(logit_bias={"10000000": 1})
+        self.assertIn("logit_bias", str(e.exception))
+
+    def test_tools_are_accepted_and_checked(self):
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+        r = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
+            temperature=0, tools=tools)
+        self.assertLessEqual(r.usage.completion_tokens, 4)
+
     def test_api_key_is_enforced(self):
         with self.assertRaises(openai.AuthenticationError):
             self.daemon.client(api_key="wrong").completions.create(model=self.model, prompt="x")

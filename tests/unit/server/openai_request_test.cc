@@ -87,11 +87,28 @@ TEST(OpenAiRequestTest, ChatMessagesWithTextParts) {
             std::string::npos);
 }
 
+TEST(OpenAiRequestTest, LogitBiasAndToolsMapOntoTheGenerateRequest) {
+  const OpenAiRequest c = parse_ok(OpenAiEndpoint::kCompletions,
+                                   R"({"prompt": "a", "logit_bias": {"5": 10, "17": -100}})");
+  ASSERT_EQ(c.prompts.size(), 1u);
+  const auto& bias = c.prompts[0].sampling().logit_bias();
+  ASSERT_EQ(bias.size(), 2u);
+  EXPECT_EQ(bias.at(5), 10.0f);
+  EXPECT_EQ(bias.at(17), -100.0f);
+  const OpenAiRequest chat = parse_ok(OpenAiEndpoint::kChat, R"({
+      "messages": [{"role": "user", "content": "hi"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather"}}]})");
+  ASSERT_EQ(chat.prompts.size(), 1u);
+  EXPECT_EQ(json::parse(chat.prompts[0].chat().tools_json())[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(chat.prompts[0].chat().messages_size(), 1);
+}
+
 TEST(OpenAiRequestTest, WhatTesseraCannotHonourIsNamed) {
   for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
            {R"({"messages": [], "response_format": {"type": "json_schema"}})", "response_format"},
-           {R"({"messages": [], "tools": [{"type": "function"}]})", "tools"},
-           {R"({"prompt": "a", "logit_bias": {"5": 10}})", "logit_bias"},
+           {R"({"messages": [], "tools": {"type": "function"}})", "tools"},
+           {R"({"prompt": "a", "logit_bias": {"five": 10}})", "logit_bias"},
+           {R"({"prompt": "a", "logit_bias": {"5": "ten"}})", "logit_bias"},
            {R"({"prompt": "a", "echo": true})", "echo"},
            {R"({"prompt": "a", "best_of": 3})", "best_of"},
            {R"({"prompt": "a", "frobnicate": 1})", "frobnicate"},

@@ -30,6 +30,22 @@ struct Case {
   const char* field;
 };
 
+// logit_bias arrives sorted by token id (a proto map has no order), tools parsed.
+TEST(RequestValidation, LogitBiasAndToolsReachTheRequest) {
+  tessera::v1::GenerateRequest r;
+  auto* m = r.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+  r.mutable_chat()->set_tools_json(R"([{"type": "function", "function": {"name": "f"}}])");
+  (*r.mutable_sampling()->mutable_logit_bias())[7] = -100;
+  (*r.mutable_sampling()->mutable_logit_bias())[3] = 5.5f;
+  auto v = validate_generate_request(r, limits());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{3, 5.5f}, {7, -100.0f}}));
+  ASSERT_TRUE(v->chat_tools.is_array());
+  EXPECT_EQ(v->chat_tools[0]["function"]["name"], "f");
+}
+
 TEST(RequestValidation, TableOfBadRequests) {
   using C = absl::StatusCode;
   const std::vector<Case> cases = {
@@ -73,6 +89,16 @@ TEST(RequestValidation, TableOfBadRequests) {
       {"request_id 129", [](auto& r) { r.set_request_id(std::string(129, 'x')); }, C::kInvalidArgument,
        "request_id"},
       {"model", [](auto& r) { r.set_model("big"); }, C::kNotFound, "model: \"big\""},
+      {"logit_bias 101", [](auto& r) { (*r.mutable_sampling()->mutable_logit_bias())[5] = 101; },
+       C::kInvalidArgument, "sampling.logit_bias[5]"},
+      {"logit_bias id 1000", [](auto& r) { (*r.mutable_sampling()->mutable_logit_bias())[1000] = 1; },
+       C::kInvalidArgument, "sampling.logit_bias: token id 1000"},
+      {"tools not an array", [](auto& r) {
+         auto* m = r.mutable_chat()->add_messages();
+         m->set_role("user");
+         m->set_content("hi");
+         r.mutable_chat()->set_tools_json("{\"type\": \"function\"}");
+       }, C::kInvalidArgument, "chat.tools_json: must be a JSON array"},
   };
   for (const Case& c : cases) {
     tessera::v1::GenerateRequest r = valid();
