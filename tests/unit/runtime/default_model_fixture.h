@@ -61,9 +61,15 @@ class DefaultModel : public ::testing::Test {
       r->stop.ignore_eos = true;
       handles.push_back(*m.engine().submit(r));
     }
-    std::vector<std::vector<int32_t>> out(prompts.size());
+    return drain(m, handles);
+  }
+
+  // Steps the engine on this thread until every handle's request has finished; each one's tokens.
+  static std::vector<std::vector<int32_t>> drain(ModelInstance& m,
+                                                 const std::vector<RequestHandle>& handles) {
+    std::vector<std::vector<int32_t>> out(handles.size());
     size_t done = 0;
-    while (done < prompts.size()) {
+    while (done < handles.size()) {
       m.engine().step();
       for (size_t i = 0; i < handles.size(); ++i) {
         while (auto o = handles[i].stream->try_next()) {

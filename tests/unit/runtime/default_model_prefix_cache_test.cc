@@ -79,25 +79,6 @@ class DefaultModelPrefixCache : public DefaultModel {
     EXPECT_GT(static_cast<double>(on.hits) / static_cast<double>(on.queries), 0.5);
     return on;
   }
-
-  static std::vector<std::vector<int32_t>> drain(ModelInstance& m,
-                                                 const std::vector<RequestHandle>& handles) {
-    std::vector<std::vector<int32_t>> out(handles.size());
-    size_t done = 0;
-    while (done < handles.size()) {
-      m.engine().step();
-      for (size_t i = 0; i < handles.size(); ++i) {
-        while (auto o = handles[i].stream->try_next()) {
-          out[i].insert(out[i].end(), o->token_ids.begin(), o->token_ids.end());
-          if (o->finished) {
-            EXPECT_TRUE(o->status.ok()) << o->status;
-            ++done;
-          }
-        }
-      }
-    }
-    return out;
-  }
 };
 
 TEST_F(DefaultModelPrefixCache, ConcurrentRequestsGetTheSameGreedyTokensWithTheCacheOnAndOff) {
