@@ -77,19 +77,19 @@ absl::StatusOr<RequestHandle> Engine::submit(std::shared_ptr<Request> request) {
   return handle;
 }
 
-std::future<int32_t> Engine::reset_prefix_cache() {
-  std::promise<int32_t> reset;
-  std::future<int32_t> dropped = reset.get_future();
+void Engine::reset_prefix_cache(std::function<void(int32_t dropped)> done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) {
-      reset.set_value(0);
-      return dropped;
+    if (!stopping_) {
+      prefix_cache_resets_.push_back(std::move(done));
+      done = nullptr;
     }
-    prefix_cache_resets_.push_back(std::move(reset));
+  }
+  if (done) {
+    done(0);
+    return;
   }
   wake_.notify_one();
-  return dropped;
 }
 
 void Engine::start() {
@@ -135,14 +135,12 @@ void Engine::run_loop() {
 }
 
 void Engine::run_prefix_cache_resets() {
-  std::vector<std::promise<int32_t>> resets;
+  std::vector<std::function<void(int32_t)>> resets;
   {
     std::lock_guard<std::mutex> lock(mu_);
     resets.swap(prefix_cache_resets_);
   }
-  for (std::promise<int32_t>& reset : resets) {
-    reset.set_value(cache_.allocator().drop_cached());
-  }
+  for (std::function<void(int32_t)>& done : resets) done(cache_.allocator().drop_cached());
 }
 
 void Engine::take_new_requests() {

@@ -13,7 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <future>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -84,11 +84,12 @@ class Engine {
   // One step on the calling thread (tests; not while start()ed). False when there was no work.
   bool step();
 
-  // Drops every cached prefix block, on the engine thread at its next step; the future answers
-  // how many blocks held cached K/V (0 once shutdown() has begun). Blocks in use stay with their
-  // sequences, which share them with no later request and cache nothing more: after a reset
-  // nothing computed before it is reused.
-  std::future<int32_t> reset_prefix_cache();
+  // Drops every cached prefix block, on the engine thread at its next step, then calls
+  // done(blocks that held cached K/V) there (at once with 0 once shutdown() has begun). Blocks in
+  // use stay with their sequences, which share them with no later request and cache nothing
+  // more: after a reset nothing computed before it is reused. A callback rather than a future,
+  // so that a caller on an event loop (the admin listener) never blocks waiting for it.
+  void reset_prefix_cache(std::function<void(int32_t dropped)> done);
 
   const EngineStats& stats() const { return stats_; }
   // Reports steps, token latencies and finished requests to `observer` (not owned; set before
@@ -130,7 +131,7 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<RequestHandle> inbox_;
-  std::vector<std::promise<int32_t>> prefix_cache_resets_;  // asked for, not yet run
+  std::vector<std::function<void(int32_t)>> prefix_cache_resets_;  // asked for, not yet run
   std::atomic<int64_t> queued_{0};  // inbox + waiting
   std::atomic<int64_t> in_flight_{0};  // inbox + waiting + running
   bool admitting_ = true;
