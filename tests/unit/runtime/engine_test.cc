@@ -114,6 +114,11 @@ TEST(Engine, RejectsWhatCanNeverFitAndAFullQueue) {
   auto bad_token = h.engine.submit(h.request({5000}, 1));
   EXPECT_EQ(bad_token.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(h.engine.submit(h.request({}, 1)).status().code(), absl::StatusCode::kInvalidArgument);
+  auto biased = h.request(prompt_of(3, 0), 1);
+  biased->sampling.logit_bias = {{5000, 1.0f}};
+  auto bad_bias = h.engine.submit(biased);
+  EXPECT_EQ(bad_bias.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_bias.status().message().find("logit_bias: token id 5000"), absl::string_view::npos);
   ASSERT_TRUE(h.engine.submit(h.request(prompt_of(3, 0), 1)).ok());
   ASSERT_TRUE(h.engine.submit(h.request(prompt_of(3, 1), 1)).ok());
   auto full = h.engine.submit(h.request(prompt_of(3, 2), 1));
