@@ -140,7 +140,11 @@ void Engine::run_prefix_cache_resets() {
     std::lock_guard<std::mutex> lock(mu_);
     resets.swap(prefix_cache_resets_);
   }
-  for (std::function<void(int32_t)>& done : resets) done(cache_.allocator().drop_cached());
+  for (std::function<void(int32_t)>& done : resets) {
+    const int32_t dropped = cache_.allocator().drop_cached();
+    publish_stats();  // whoever the answer reaches reads the emptied cache in the stats
+    done(dropped);
+  }
 }
 
 void Engine::take_new_requests() {
