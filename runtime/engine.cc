@@ -199,13 +199,19 @@ void Engine::fail_all(const absl::Status& status) {
 }
 
 bool Engine::step() {
+  const Clock::time_point scheduling = Clock::now();
   const std::vector<ScheduledChunk> chunks = schedule();
   if (chunks.empty()) {
     publish_stats();
     return false;
   }
   const Clock::time_point start = Clock::now();
+  StepReport report;
+  report.schedule_seconds = std::chrono::duration<double>(start - scheduling).count();
   const absl::StatusOr<std::span<const SampleResult>> samples = execute(chunks);
+  const double forward_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  report.device_wait_seconds = model_.last_device_wait_seconds();
+  report.launch_seconds = std::max(0.0, forward_seconds - report.device_wait_seconds);
   if (!samples.ok()) {
     spdlog::error("step failed: {}", samples.status().ToString());
     // The batch's sequences are in an unknown state: fail them, keep serving the rest.
@@ -215,7 +221,7 @@ bool Engine::step() {
     publish_stats();
     return true;
   }
-  update(chunks, *samples, start);
+  update(chunks, *samples, start, report);
   publish_stats();
   return true;
 }
@@ -249,10 +255,10 @@ absl::StatusOr<std::span<const SampleResult>> Engine::execute(
 }
 
 void Engine::update(const std::vector<ScheduledChunk>& chunks,
-                    std::span<const SampleResult> samples, Clock::time_point start) {
+                    std::span<const SampleResult> samples, Clock::time_point start,
+                    StepReport report) {
   size_t row = 0;
   const Clock::time_point now = Clock::now();
-  StepReport report;
   report.num_seqs = static_cast<int32_t>(chunks.size());
   report.num_tokens = batch_.num_tokens();
   for (const ScheduledChunk& c : chunks) {
@@ -285,7 +291,9 @@ void Engine::update(const std::vector<ScheduledChunk>& chunks,
     }
   }
   ++stats_.steps_total;
-  report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const Clock::time_point end = Clock::now();
+  report.update_seconds = std::chrono::duration<double>(end - now).count();
+  report.seconds = std::chrono::duration<double>(end - start).count();
   observer_->on_step(report);
 }
 

@@ -104,9 +104,10 @@ class Engine {
   std::vector<ScheduledChunk> schedule();
   // execute: the batch through the model, and each sampled row's token.
   absl::StatusOr<std::span<const SampleResult>> execute(const std::vector<ScheduledChunk>& chunks);
-  // update: each chunk's sequence advanced and its token, if it sampled one, processed.
+  // update: each chunk's sequence advanced and its token, if it sampled one, processed; then the
+  // step reported (`report` arrives with its schedule, launch and device-wait times).
   void update(const std::vector<ScheduledChunk>& chunks, std::span<const SampleResult> samples,
-              Clock::time_point start);
+              Clock::time_point start, StepReport report);
   void run_prefix_cache_resets();
   void take_new_requests();
   void reap_cancelled();

@@ -41,6 +41,10 @@ class ForwardModel {
   virtual int64_t graph_steps() const { return 0; }
   // Steps split into micro-batches through a split model's stages so far; same thread.
   virtual int64_t micro_batched_steps() const { return 0; }
+  // Seconds the last forward()/forward_sampled() spent blocked waiting for the device to finish
+  // the step's queued work (0 for a model whose ops run on the calling thread, as the CPU
+  // backend's do); the rest of the call is the host issuing work. Same thread.
+  virtual double last_device_wait_seconds() const { return 0; }
 };
 
 inline absl::Status ForwardModel::forward_sampled(const StepBatch&, const KvCache&,

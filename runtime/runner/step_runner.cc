@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -192,14 +193,25 @@ absl::Status StepRunner::run_step(const StepBatch& batch, const KvCache& cache,
   const Tensor tokens = sampled_.rows(0, n_logits);
   // Only the int32 tokens cross to the host, not n_logits rows of vocab fp32 logits.
   if (sampled && status.ok()) b.sample(logits, output.rows, tokens);
+  // Everything is queued: from here the host waits for the devices (the step's profile).
+  const auto wait_start = std::chrono::steady_clock::now();
+  auto waited = [&] {
+    device_wait_seconds_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  };
   for (const Stage& stage : stages_) status.Update(stage.segment.backend->synchronize());
-  if (!status.ok() || n_logits == 0) return status;
+  if (!status.ok() || n_logits == 0) {
+    waited();
+    return status;
+  }
   if (sampled) {
     b.copy_to_host(output.tokens.data(), tokens.data, tokens.nbytes());
   } else {
     b.copy_to_host(output.logits.data(), logits.data, logits.nbytes());
   }
-  return b.synchronize();
+  status = b.synchronize();
+  waited();
+  return status;
 }
 
 int32_t StepRunner::micro_batches(const StepBatch& batch) const {

@@ -106,6 +106,7 @@ class StepRunner final : public ForwardModel {
                                std::span<int32_t> tokens) override;
   int64_t graph_steps() const override { return graph_steps_; }
   int64_t micro_batched_steps() const override { return micro_batched_steps_; }
+  double last_device_wait_seconds() const override { return device_wait_seconds_; }
 
  private:
   // One pipeline stage's device state the runner keeps.
@@ -160,6 +161,7 @@ class StepRunner final : public ForwardModel {
   StepBatch graph_batch_;              // the current graph step, padded (reused)
   int64_t graph_steps_ = 0;            // steps run_graph_step completed
   int64_t micro_batched_steps_ = 0;    // steps run as several parts
+  double device_wait_seconds_ = 0;     // the last step's time in synchronize()
 };
 
 }  // namespace tessera

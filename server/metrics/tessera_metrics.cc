@@ -109,6 +109,17 @@ TesseraMetrics::TesseraMetrics()
                          .Help("Duration of one engine step (forward, sampling, emission).")
                          .Register(registry_)
                          .Add({}, step_duration_buckets())),
+      step_phase_seconds_(BuildCounter()
+                              .Name("tessera_step_phase_seconds_total")
+                              .Help("Engine steps' wall time by phase: schedule (admission, "
+                                    "preemption, batch building), launch (the host issuing the "
+                                    "forward and sampling), device_wait (the host waiting for the "
+                                    "device), update (output processing and emission).")
+                              .Register(registry_)),
+      step_schedule_seconds_(step_phase_seconds_.Add({{"phase", "schedule"}})),
+      step_launch_seconds_(step_phase_seconds_.Add({{"phase", "launch"}})),
+      step_device_wait_seconds_(step_phase_seconds_.Add({{"phase", "device_wait"}})),
+      step_update_seconds_(step_phase_seconds_.Add({{"phase", "update"}})),
       preemptions_(BuildCounter()
                        .Name("tessera_num_preemptions_total")
                        .Help("Sequences preempted (by recompute) to free KV cache blocks.")
@@ -240,6 +251,10 @@ void TesseraMetrics::on_step(const StepReport& step) {
   step_seqs_.Observe(step.num_seqs);
   step_tokens_.Observe(step.num_tokens);
   step_duration_.Observe(step.seconds);
+  step_schedule_seconds_.Increment(step.schedule_seconds);
+  step_launch_seconds_.Increment(step.launch_seconds);
+  step_device_wait_seconds_.Increment(step.device_wait_seconds);
+  step_update_seconds_.Increment(step.update_seconds);
 }
 
 void TesseraMetrics::on_first_token(double ttft_seconds) {

@@ -23,8 +23,8 @@ bool contains(const std::string& text, const std::string& needle) {
 
 // A few requests' worth of engine events.
 void feed_workload(TesseraMetrics& m) {
-  m.on_step(StepReport{0.020, 4, 64, 60, 4});
-  m.on_step(StepReport{0.004, 4, 4, 0, 4});
+  m.on_step(StepReport{0.020, 4, 64, 60, 4, 0.001, 0.002, 0.0175, 0.0005});
+  m.on_step(StepReport{0.004, 4, 4, 0, 4, 0.001, 0.001, 0.0025, 0.0005});
   m.on_first_token(0.15);
   m.on_inter_token(0.03);
   m.on_inter_token(0.03);
@@ -107,6 +107,10 @@ TEST(TesseraMetricsTest, EngineEventsAndScrapeTimeStats) {
   EXPECT_EQ(sample(s, "tessera_step_num_tokens_bucket{le=\"8\"}"), 1);
   EXPECT_EQ(sample(s, "tessera_step_num_tokens_bucket{le=\"64\"}"), 2);
   EXPECT_EQ(sample(s, "tessera_step_duration_seconds_count"), 2);
+  EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"schedule\"}").value_or(0), 0.002);
+  EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"launch\"}").value_or(0), 0.003);
+  EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"device_wait\"}").value_or(0), 0.02);
+  EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"update\"}").value_or(0), 0.001);
 
   // The engine moves on: gauges follow, counters grow by the engine's increase.
   stats.running = 0;

@@ -210,6 +210,28 @@ TEST(Engine, ObserverSeesStepsTokensAndFinishes) {
   EXPECT_EQ(observer.tokens, (5 + 6 + 7 + 8 + 9 + 10) + observer.completion_tokens - 6);
 }
 
+struct PhaseObserver : EngineObserver {
+  void on_step(const StepReport& s) override { reports.push_back(s); }
+  std::vector<StepReport> reports;
+};
+
+TEST(Engine, StepReportSaysWhereTheTimeWent) {
+  Harness h(256, 4, ForwardLimits{64, 16}, {}, 0, std::chrono::microseconds(300));
+  PhaseObserver observer;
+  h.engine.set_observer(&observer);
+  h.drain({*h.engine.submit(h.request(prompt_of(6, 1), 4)), *h.engine.submit(h.request(prompt_of(9, 2), 3))});
+  ASSERT_EQ(observer.reports.size(), static_cast<size_t>(h.engine.stats().steps_total.load()));
+  for (const StepReport& s : observer.reports) {
+    EXPECT_DOUBLE_EQ(s.device_wait_seconds, 300e-6);  // what the model said it waited
+    EXPECT_GE(s.schedule_seconds, 0);
+    EXPECT_GE(s.launch_seconds, 0);
+    EXPECT_GE(s.update_seconds, 0);
+    // launch + device_wait is the forward, update follows it: together within the step's time.
+    EXPECT_LE(s.launch_seconds + s.device_wait_seconds + s.update_seconds, s.seconds + 1e-9);
+    EXPECT_GE(s.seconds, s.device_wait_seconds);
+  }
+}
+
 TEST(Engine, BackgroundThreadServesAndShutdownFailsTheRest) {
   Harness h(256, 4, ForwardLimits{64, 16}, {}, 0, std::chrono::microseconds(200));
   h.engine.start();

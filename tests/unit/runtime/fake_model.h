@@ -114,6 +114,11 @@ class FakeModel final : public ForwardModel {
     return absl::OkStatus();
   }
 
+  // The step's delay, as a device's would show: the host sleeps it out waiting.
+  double last_device_wait_seconds() const override {
+    return std::chrono::duration<double>(delay_).count();
+  }
+
   bool spread_logits = false;   // logits over the whole vocabulary, not one hot
   bool device_sampling = false;  // offer forward_sampled to the engine
   std::optional<int32_t> broken_device_token;  // forward_sampled answers this id for every row
