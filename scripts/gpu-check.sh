@@ -41,6 +41,12 @@
 #   families the small random-weight models of every family (FAMILIES=tests/data/families, made
 #            by tests/reference/make_family_fixtures.py) on the GPU backend in bf16: logits against
 #            transformers' fp32 ones and greedy agreement, per family and prompt
+#   load     issue 19's loads on the 8B-shaped model (--max-num-seqs 256, untuned): 1 stream
+#            128/256, 256 streams 128/128 and 1000/1000, and the shared-prefix load (64 streams,
+#            a 1,500-token system prompt, 100-token user parts) with the prefix cache on and off;
+#            each load's step profile (tests/bench/step_profile.py: steps, rows per step, ms per
+#            phase) from /metrics around it; LOAD_WARMUP=1 also times the warmup of the default
+#            buckets; BEFORE=<bundle> runs the same loads on that build's tesserad too
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -52,7 +58,7 @@
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-stage=${1:?usage: scripts/gpu-check.sh kernels|ab|families|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve [BUNDLE_DIR]}
+stage=${1:?usage: scripts/gpu-check.sh kernels|ab|families|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve|load [BUNDLE_DIR]}
 bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
@@ -420,6 +426,50 @@ PY
   done
 }
 
+# One load against the running tesserad with the new bundle's client, the step profile around
+# it: NAME, then `tessera bench serve` flags. Log/JSON $out/load_NAME.{log,json,profile.json}.
+load_run() {
+  local name=$1; shift
+  curl -sf http://127.0.0.1:8002/metrics > "$out/load_${name}_before.prom"
+  "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --json "$out/load_$name.json" "$@" \
+    > "$out/load_$name.log" 2>&1 || { echo "load $name: bench serve failed"; tail -3 "$out/load_$name.log"; status=1; }
+  curl -sf http://127.0.0.1:8002/metrics > "$out/load_${name}_after.prom"
+  echo "== $name: $(grep -m1 "output throughput" "$out/load_$name.log")"
+  grep -E "^(TTFT|ITL)" "$out/load_$name.log" | head -2
+  python3 tests/bench/step_profile.py "$out/load_${name}_before.prom" "$out/load_${name}_after.prom" \
+    --label "$name" --json "$out/load_$name.profile.json" | tail -1
+}
+
+run_load() {
+  local model=/tmp/llama8b
+  python3 tests/reference/random_llama.py "$model" || { status=1; return; }
+  local builds=(new)
+  [[ -n ${BEFORE:-} ]] && builds+=(before)
+  for build in "${builds[@]}"; do
+    local daemon=$bundle/bin/tesserad
+    [[ $build == before ]] && daemon=$BEFORE/bin/tesserad
+    TESSERAD=$daemon start_server "load_$build" --max-num-seqs 256 --tuning-mode off || continue
+    load_run "${build}_c1" --concurrency 1 --num-requests 4 --prompt-len 128 --output-len 256
+    load_run "${build}_c256_128" --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128
+    load_run "${build}_c256_1000" --concurrency 256 --num-requests 256 --prompt-len 1000 --output-len 1000
+    stop_server
+  done
+  for cache in true false; do
+    start_server "prefix_$cache" --max-num-seqs 256 --tuning-mode off --enable-prefix-caching $cache || continue
+    load_run "shared_prefix_cache_$cache" --concurrency 64 --num-requests 256 --workload shared-prefix \
+      --prefix-count 4 --prefix-len 1500 --prompt-len 100 --output-len 128
+    stop_server
+  done
+  if [[ ${LOAD_WARMUP:-0} == 1 ]]; then
+    local start=$(date +%s)
+    if start_server warmup --max-num-seqs 256 --tuning-mode warmup; then
+      echo "warmup of the default buckets: ready $(( $(date +%s) - start )) s after start"
+      grep -o '"msg":"[^"]*warm[^"]*"' "$out/tesserad_warmup.log" | tail -3
+      stop_server
+    fi
+  fi
+}
+
 case "$stage" in
   kernels) run_kernels ;;
   ab) run_ab ;;
@@ -433,6 +483,7 @@ case "$stage" in
   dtypes) run_dtypes ;;
   overlap) run_overlap ;;
   overlap_serve) run_overlap_serve ;;
+  load) run_load ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 exit $status
