@@ -4,7 +4,9 @@
 // head; a combine kernel merges the splits' (max, sum, accumulator) triples. When one split
 // covers every sequence, the CTA writes the output itself and no combine runs. A split that
 // starts past its sequence's keys writes (max -inf, sum 0), which the combine skips, so a plan
-// made for a longer context than a sequence's own stays correct.
+// made for a longer context than a sequence's own stays correct. Gemma 2's logit soft-cap applies
+// to each score before the softmax; with a sliding window the splits cut only the sequence's last
+// `window` keys (the keys before them are never read).
 //
 // CUDA: tensor cores. 4 warps; tiles of 64 keys (16 per warp) are gathered from the pages into
 // swizzled shared memory by cp.async, kStages tiles in flight per CTA; S = Q K^T and O += P V
@@ -18,6 +20,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "kernels/attention_math.h"
 #include "kernels/gpu_ops.h"
 #include "kernels/launch.h"
 #include "kernels/mma_sm80.h"
@@ -61,8 +64,11 @@ __device__ __forceinline__ void write_result(int64_t tok, int dseq, int h, int d
 constexpr int kMmaWarps = kTileKeys / 16;
 constexpr int kMmaThreads = kMmaWarps * kWarpSize;
 // Tiles in shared memory per CTA: 96 KiB at head_dim 128, two CTAs per multiprocessor, two tiles
-// in flight while one is computed (2 stages and 3 CTAs, or 4 stages and 1, measured slower).
-constexpr int kStages = 3;
+// in flight while one is computed (2 stages and 3 CTAs, or 4 stages and 1, measured slower). At
+// head_dim 256 two stages (128 KiB, one CTA per multiprocessor): a tile there is 64 KiB of K and
+// V, one in flight per multiprocessor is already ~8 MB in flight over the GPU.
+template <int D>
+constexpr int kDecodeStages = D > 128 ? 2 : 3;
 
 
 template <typename T, int D>
@@ -70,17 +76,25 @@ __global__ void __launch_bounds__(kMmaThreads)
     decode_mma_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
                       const T* __restrict__ v_cache, int32_t block_size, DeviceStep step,
                       int32_t num_heads, int32_t num_kv_heads, float scale_log2,
-                      int32_t keys_per_split, float* __restrict__ part_acc,
-                      float* __restrict__ part_ml, T* __restrict__ out) {
+                      SoftCapArgs cap, int32_t window, int32_t keys_per_split,
+                      float* __restrict__ part_acc, float* __restrict__ part_ml,
+                      T* __restrict__ out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
+  constexpr int kStages = kDecodeStages<D>;
   constexpr int kChunks = D / 8;                        // 16-byte chunks per key row
   constexpr int kRowsPerPass = kMmaThreads / kChunks;  // key rows one pass of the CTA copies
   constexpr int kTileElems = kTileKeys * D;
   constexpr int kRowStride = D + 8;  // the epilogue's per-(warp, head) rows, padded
+  // Q's A fragments: registers up to d = 128; at d = 256 shared memory (rows padded by 16 bytes:
+  // the quad's 8 rows in different banks), read per use, so that S's loop over d unrolls by 4
+  // only (unrolled whole with Q in registers, ptxas spilled 112 bytes).
+  constexpr bool kQInRegisters = D <= 128;
+  constexpr int kSUnroll = kQInRegisters ? D / 16 : 4;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sK = reinterpret_cast<T*>(smem_raw);
   T* sV = sK + kStages * kTileElems;
+  T* sQ = sV + kStages * kTileElems;  // d = 256: [kMaxDecodeGroup][kRowStride]
 
   const int split = blockIdx.x, num_splits = gridDim.x;
   const int kvh = blockIdx.y;
@@ -88,7 +102,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int seq = step.decode_seqs[dseq];
   const int group = num_heads / num_kv_heads;
   const int n_keys = step.context_len[seq];
-  const int k_begin = split * keys_per_split;
+  const int k_begin = window_first_key(n_keys - 1, window) + split * keys_per_split;
   const int k_end = min(n_keys, k_begin + keys_per_split);
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int64_t tok = step.query_start[seq];
@@ -139,13 +153,24 @@ __global__ void __launch_bounds__(kMmaThreads)
   // A operand rows: query head g of the group (rows g + 8 and heads past the group are zero).
   const int g = lane / 4, t = lane % 4, mi = lane / 8;
   const int64_t qkv_stride = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * D;
-  uint32_t qf[D / 16][2];
-  {
+  uint32_t qf[kQInRegisters ? D / 16 : 1][2];
+  if constexpr (kQInRegisters) {
     const T* qrow = qkv + tok * qkv_stride + static_cast<int64_t>(kvh * group + g) * D;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       qf[kk][0] = g < group ? *reinterpret_cast<const uint32_t*>(qrow + kk * 16 + 2 * t) : 0u;
       qf[kk][1] = g < group ? *reinterpret_cast<const uint32_t*>(qrow + kk * 16 + 8 + 2 * t) : 0u;
+    }
+  } else {
+    // The group's rows (zeros past it); the first tile's barrier publishes them.
+    for (int i = tid; i < kMaxDecodeGroup * kChunks; i += kMmaThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (r < group) {
+        v = *reinterpret_cast<const uint4*>(qkv + tok * qkv_stride +
+                                            static_cast<int64_t>(kvh * group + r) * D + c * 8);
+      }
+      *reinterpret_cast<uint4*>(sQ + r * kRowStride + c * 8) = v;
     }
   }
 
@@ -164,11 +189,19 @@ __global__ void __launch_bounds__(kMmaThreads)
 
     // S[g][key] for this warp's 16 keys: s[n] holds keys n * 8 + 2t, +1 (rows g; g + 8 unused).
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
+#pragma unroll(kSUnroll)
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t b[4];
       sm80::ldmatrix_x4(b, tk + sm80::swz<D>(warp * 16 + (mi / 2) * 8 + lane % 8, kk * 2 + mi % 2));
-      const uint32_t a[4] = {qf[kk][0], 0u, qf[kk][1], 0u};
+      uint32_t a[4] = {0u, 0u, 0u, 0u};
+      if constexpr (kQInRegisters) {
+        a[0] = qf[kk][0];
+        a[2] = qf[kk][1];
+      } else {
+        const T* qr = sQ + g * kRowStride + kk * 16 + 2 * t;
+        a[0] = *reinterpret_cast<const uint32_t*>(qr);
+        a[2] = *reinterpret_cast<const uint32_t*>(qr + 8);
+      }
       sm80::mma_16816<T>(s[0], a, b[0], b[1]);
       sm80::mma_16816<T>(s[1], a, b[2], b[3]);
     }
@@ -178,7 +211,8 @@ __global__ void __launch_bounds__(kMmaThreads)
     for (int n = 0; n < 2; ++n) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        x[2 * n + e] = key0 + n * 8 + e < k_end ? s[n][e] * scale_log2 : -INFINITY;
+        const float score = cap.on ? soft_cap_score(s[n][e], cap) : s[n][e];
+        x[2 * n + e] = key0 + n * 8 + e < k_end ? score * scale_log2 : -INFINITY;
       }
     }
     float mx = fmaxf(fmaxf(m, fmaxf(x[0], x[1])), fmaxf(x[2], x[3]));
@@ -256,8 +290,8 @@ template <typename T, int D, int kMaxGroup>
 __global__ void __launch_bounds__(kThreads)
     decode_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
                   const T* __restrict__ v_cache, int32_t block_size, DeviceStep step,
-                  int32_t num_heads, int32_t num_kv_heads, float scale_log2,
-                  int32_t keys_per_split, float* __restrict__ part_acc,
+                  int32_t num_heads, int32_t num_kv_heads, float scale_log2, SoftCapArgs cap,
+                  int32_t window, int32_t keys_per_split, float* __restrict__ part_acc,
                   float* __restrict__ part_ml, T* __restrict__ out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
@@ -273,9 +307,10 @@ __global__ void __launch_bounds__(kThreads)
   const int group = num_heads / num_kv_heads;
   const int tok = step.query_start[seq];
   const int n_keys = step.context_len[seq];
-  const int k_begin = split * keys_per_split;
+  const int k_begin = window_first_key(n_keys - 1, window) + split * keys_per_split;
   const int k_end = min(n_keys, k_begin + keys_per_split);
   const int grp = threadIdx.x / kLanes, gl = threadIdx.x % kLanes;
+  const float inv_scale_log2 = 1.0f / scale_log2;  // q is pre-scaled; the cap takes raw scores
   const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * D;
   const int32_t* table = step.block_tables + static_cast<int64_t>(seq) * step.max_blocks;
 
@@ -341,6 +376,7 @@ __global__ void __launch_bounds__(kThreads)
         // Every lane shuffles (no divergence around the shuffles); groups are aligned runs.
 #pragma unroll
         for (int s = kLanes / 2; s > 0; s >>= 1) dot += shfl_xor(dot, s);
+        if (cap.on) dot = soft_cap_score(dot * inv_scale_log2, cap) * scale_log2;
         if (valid && g < group) {
           const float m_new = fmaxf(m[g], dot);
           const float alpha = exp2f(m[g] - m_new), p = exp2f(dot - m_new);
@@ -480,9 +516,12 @@ __global__ void __launch_bounds__(kCombineThreads)
 template <typename T, int D>
 gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                          const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                         float scale, const DecodeSplits& splits, float* part_acc, float* part_ml,
-                         T* out, gpuStream_t stream) {
-  constexpr int kSmem = 2 * kStages * kTileKeys * D * static_cast<int>(sizeof(T));
+                         float scale, float softcap, int32_t window, const DecodeSplits& splits,
+                         float* part_acc, float* part_ml, T* out, gpuStream_t stream) {
+  // K and V tiles, and at d = 256 the group's query rows (padded) behind them.
+  constexpr int kSmem = (2 * kDecodeStages<D> * kTileKeys * D +
+                         (D > 128 ? kMaxDecodeGroup * (D + 8) : 0)) *
+                        static_cast<int>(sizeof(T));
   static_assert(kSmem >= (2 + (D + 8)) * kMmaWarps * kMaxDecodeGroup * 4,
                 "the epilogue reuses the tiles' shared memory");
   if constexpr (kSmem > 48 * 1024) {
@@ -502,7 +541,8 @@ gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32
   const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
   return launch(decode_mma_kernel<T, D>, grid, dim3(kMmaThreads), kSmem, stream, qkv, k_cache,
                 v_cache, block_size, step, num_heads, num_kv_heads, scale * 1.4426950408889634f,
-                splits.keys_per_split, part_acc, part_ml, out);
+                make_soft_cap(scale, softcap), std::max(window, 0), splits.keys_per_split,
+                part_acc, part_ml, out);
 }
 
 #else  // HIP
@@ -510,34 +550,35 @@ gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32
 template <typename T, int D, int kMaxGroup>
 gpuError_t launch_simt(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                        const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                       float scale, const DecodeSplits& splits, float* part_acc, float* part_ml,
-                       T* out, gpuStream_t stream) {
+                       float scale, float softcap, int32_t window, const DecodeSplits& splits,
+                       float* part_acc, float* part_ml, T* out, gpuStream_t stream) {
   const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
   return launch(decode_kernel<T, D, kMaxGroup>, grid, dim3(kThreads), 0, stream, qkv, k_cache,
                 v_cache, block_size, step, num_heads, num_kv_heads, scale * 1.4426950408889634f,
-                splits.keys_per_split, part_acc, part_ml, out);
+                make_soft_cap(scale, softcap), std::max(window, 0), splits.keys_per_split,
+                part_acc, part_ml, out);
 }
 
 template <typename T, int D>
 gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                          const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                         float scale, const DecodeSplits& splits, float* part_acc, float* part_ml,
-                         T* out, gpuStream_t stream) {
+                         float scale, float softcap, int32_t window, const DecodeSplits& splits,
+                         float* part_acc, float* part_ml, T* out, gpuStream_t stream) {
   const int group = num_heads / num_kv_heads;
   if (group <= 1) {
     return launch_simt<T, D, 1>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                             scale, splits, part_acc, part_ml, out, stream);
+                                scale, softcap, window, splits, part_acc, part_ml, out, stream);
   }
   if (group <= 2) {
     return launch_simt<T, D, 2>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                             scale, splits, part_acc, part_ml, out, stream);
+                                scale, softcap, window, splits, part_acc, part_ml, out, stream);
   }
   if (group <= 4) {
     return launch_simt<T, D, 4>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                             scale, splits, part_acc, part_ml, out, stream);
+                                scale, softcap, window, splits, part_acc, part_ml, out, stream);
   }
   return launch_simt<T, D, 8>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                           scale, splits, part_acc, part_ml, out, stream);
+                              scale, softcap, window, splits, part_acc, part_ml, out, stream);
 }
 
 #endif  // TESSERA_CUDA
@@ -545,10 +586,12 @@ gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32
 template <typename T, int D>
 gpuError_t decode_and_combine(const T* qkv, const T* k_cache, const T* v_cache,
                               int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                              int32_t num_kv_heads, float scale, const DecodeSplits& splits,
-                              float* part_acc, float* part_ml, T* out, gpuStream_t stream) {
-  gpuError_t err = launch_decode<T, D>(qkv, k_cache, v_cache, block_size, step, num_heads,
-                                    num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
+                              int32_t num_kv_heads, float scale, float softcap, int32_t window,
+                              const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,
+                              gpuStream_t stream) {
+  gpuError_t err =
+      launch_decode<T, D>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads, scale,
+                          softcap, window, splits, part_acc, part_ml, out, stream);
   if (err != gpuSuccess || splits.num_splits == 1) return err;
   const dim3 grid(step.num_decode_seqs, num_heads);
   return launch(combine_kernel<T, D>, grid, dim3(kCombineThreads), 0, stream, part_acc, part_ml,
@@ -558,7 +601,8 @@ gpuError_t decode_and_combine(const T* qkv, const T* k_cache, const T* v_cache,
 }  // namespace
 
 bool decode_kernel_supported(int32_t head_dim, int32_t group) {
-  return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= kMaxDecodeGroup;
+  return (head_dim == 64 || head_dim == 128 || head_dim == 256) && group >= 1 &&
+         group <= kMaxDecodeGroup;
 }
 
 DecodeSplits plan_decode_splits(int32_t num_decode_seqs, int32_t num_kv_heads,
@@ -591,8 +635,9 @@ DecodeSplits plan_decode_splits(int32_t num_decode_seqs, int32_t num_kv_heads,
 template <typename T>
 gpuError_t attention_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                             const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                            int32_t head_dim, float scale, const DecodeSplits& splits,
-                            float* part_acc, float* part_ml, T* out, gpuStream_t stream) {
+                            int32_t head_dim, float scale, float softcap, int32_t window,
+                            const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,
+                            gpuStream_t stream) {
   if (step.num_decode_seqs <= 0) return gpuSuccess;
   if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0 || splits.num_splits < 1 ||
       splits.num_splits > kMaxDecodeSplits) {
@@ -600,18 +645,26 @@ gpuError_t attention_decode(const T* qkv, const T* k_cache, const T* v_cache, in
   }
   const int group = num_heads / num_kv_heads;
   if (!decode_kernel_supported(head_dim, group)) return gpuErrorInvalidValue;
-  if (head_dim == 64) {
-    return decode_and_combine<T, 64>(qkv, k_cache, v_cache, block_size, step, num_heads,
-                                  num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
+  switch (head_dim) {
+    case 64:
+      return decode_and_combine<T, 64>(qkv, k_cache, v_cache, block_size, step, num_heads,
+                                       num_kv_heads, scale, softcap, window, splits, part_acc,
+                                       part_ml, out, stream);
+    case 128:
+      return decode_and_combine<T, 128>(qkv, k_cache, v_cache, block_size, step, num_heads,
+                                        num_kv_heads, scale, softcap, window, splits, part_acc,
+                                        part_ml, out, stream);
+    default:
+      return decode_and_combine<T, 256>(qkv, k_cache, v_cache, block_size, step, num_heads,
+                                        num_kv_heads, scale, softcap, window, splits, part_acc,
+                                        part_ml, out, stream);
   }
-  return decode_and_combine<T, 128>(qkv, k_cache, v_cache, block_size, step, num_heads,
-                                 num_kv_heads, scale, splits, part_acc, part_ml, out, stream);
 }
 
 #define TESSERA_DECODE_LAUNCHER(T)                                                            \
   template gpuError_t attention_decode(const T*, const T*, const T*, int32_t, const DeviceStep&, \
-                                       int32_t, int32_t, int32_t, float, const DecodeSplits&,    \
-                                       float*, float*, T*, gpuStream_t);
+                                       int32_t, int32_t, int32_t, float, float, int32_t,         \
+                                       const DecodeSplits&, float*, float*, T*, gpuStream_t);
 TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_DECODE_LAUNCHER)
 #undef TESSERA_DECODE_LAUNCHER
 

@@ -1,13 +1,18 @@
 // Prefill attention, FlashAttention-2 style: one CTA per (128-query tile, query head, prefill
-// sequence); 8 warps of 16 query rows each; K/V tiles of 64 keys gathered from the paged cache
+// sequence); 8 warps of 16 query rows each (d = 256: 64-query tiles, 4 warps, Q's fragments
+// reloaded from shared memory per key tile); K/V tiles of 64 keys gathered from the paged cache
 // into swizzled shared memory by cp.async (V of tile j loads while S = Q K^T of tile j runs, K
 // of tile j+1 while P V of tile j runs); m16n8k16 tensor-core MMAs of the element type (bf16 or
 // fp16) with fp32 accumulation;
-// online softmax in fp32 registers (exp2 with the scale folded into log2 e). A varlen batch:
+// online softmax in fp32 registers (exp2 with the scale folded into log2 e); Gemma 2's logit
+// soft-cap on the scores before it, and sliding windows (a query at p sees keys in (p - window,
+// p]: the key tiles wholly before a query tile's window are never loaded). A varlen batch:
 // each sequence's new queries sit at query_start[s]..query_start[s+1] in qkv and at positions
 // context_len - q_len .. context_len - 1, so chunked prefill attends to the chunks before it.
 //
-// On sm_90 (H100) a wgmma version of the same algorithm runs instead (see "sm_90a" below). This
+// On sm_90 (H100) a wgmma version of the same algorithm runs instead at d = 64 and 128 (see
+// "sm_90a" below); d = 256 runs this kernel on every CUDA GPU (measured at 0.36-0.39x of
+// FlashAttention-2 on an H100: the next thing to speed up; docs/perf.md). This
 // kernel and the wgmma one's paired form (short causal prefills) are launched overlapping the
 // kernel before them (launch.h: programmatic dependent launch on sm_90), which in a model step is
 // RoPE + cache write.
@@ -22,6 +27,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "kernels/attention_math.h"
 #include "kernels/gpu_ops.h"
 #include "kernels/launch.h"
 #include "kernels/mma_sm80.h"
@@ -32,17 +38,25 @@ namespace tessera::gpu {
 
 namespace {
 
-constexpr int kBlockM = 128;  // queries per CTA (64 with 4 warps measured 25% slower on H100)
-constexpr int kBlockN = 64;   // keys per tile
-constexpr int kWarps = kBlockM / 16;
-constexpr int kThreads = kWarps * 32;
+constexpr int kBlockN = 64;  // keys per tile
+// Queries per CTA of the mma.sync kernel: 128 (8 warps) up to d = 128 (64 with 4 warps measured
+// 25% slower on H100 at d = 128); at d = 256, 64 (4 warps): a thread's 128 fp32 accumulators
+// leave no registers for Q's fragments, and 96 KiB of tiles let two CTAs share a multiprocessor.
+template <int D>
+constexpr int kMmaBlockM = D > 128 ? 64 : 128;
+template <int D>
+constexpr int kMmaThreads = kMmaBlockM<D> / 16 * 32;
+template <int D>
+constexpr int kMmaSmemBytes = (kMmaBlockM<D> + 2 * kBlockN) * D * 2;  // Q, K, V tiles
 
 
 // A query tile of a prefill sequence and the keys it attends to. blockIdx is (which query tile,
 // query head, prefill sequence); `init` reads the sequence, `set_tile` picks the tile.
 template <int D, int BlockM, int BlockN>
 struct PrefillTile {
-  int seq, h, qt, q_begin, q_len, ctx, ctx_start, kvh, rows, first_pos, n_keys, n_tiles;
+  // Key tiles k_tile0 .. k_tile0 + n_tiles - 1 hold the tile's keys (k_tile0 > 0: a sliding window
+  // starts past the first tiles).
+  int seq, h, qt, q_begin, q_len, ctx, ctx_start, kvh, rows, first_pos, n_keys, k_tile0, n_tiles;
   int64_t qkv_stride, kv_row;
   const int32_t* table;  // the sequence's block table
 
@@ -63,14 +77,16 @@ struct PrefillTile {
   __device__ __forceinline__ int keys_of(int tile, bool causal) const {
     return causal ? min(ctx, ctx_start + (tile + 1) * BlockM) : ctx;
   }
-  // False when the tile starts past the sequence's new queries (nothing to do).
-  __device__ __forceinline__ bool set_tile(int tile, bool causal) {
+  // False when the tile starts past the sequence's new queries (nothing to do). With a window,
+  // the key tiles before the first key of the tile's first query's window are skipped.
+  __device__ __forceinline__ bool set_tile(int tile, bool causal, int window = 0) {
     qt = tile;
     if (qt * BlockM >= q_len) return false;
     rows = min(BlockM, q_len - qt * BlockM);
     first_pos = ctx_start + qt * BlockM;
     n_keys = keys_of(qt, causal);
-    n_tiles = (n_keys + BlockN - 1) / BlockN;
+    k_tile0 = window_first_key(first_pos, window) / BlockN;
+    n_tiles = (n_keys + BlockN - 1) / BlockN - k_tile0;
     return true;
   }
 };
@@ -96,6 +112,31 @@ __device__ __forceinline__ void mask_scores(float* s, int first_key, int last0, 
   }
 }
 
+// mask_scores with a sliding window as well: keys before first0 / first1 (the rows' first keys in
+// the window) score -inf too.
+template <int Chunks>
+__device__ __forceinline__ void mask_scores_window(float* s, int first_key, int first0, int last0,
+                                                   int first1, int last1) {
+  const int lo0 = first0 - first_key, hi0 = last0 - first_key;
+  const int lo1 = first1 - first_key, hi1 = last1 - first_key;
+#pragma unroll
+  for (int n = 0; n < Chunks; ++n) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int k = 8 * n + e;
+      s[4 * n + e] = k > hi0 || k < lo0 ? -INFINITY : s[4 * n + e];
+      s[4 * n + 2 + e] = k > hi1 || k < lo1 ? -INFINITY : s[4 * n + 2 + e];
+    }
+  }
+}
+
+// Soft-caps a tile's scores in place (Count of them).
+template <int Count>
+__device__ __forceinline__ void soft_cap_scores(float* s, const SoftCapArgs& cap) {
+#pragma unroll
+  for (int i = 0; i < Count; ++i) s[i] = soft_cap_score(s[i], cap);
+}
+
 // Adds the quad's four partial sums into l0 and l1 (the two query rows a thread's m16n8
 // accumulator fragments hold) and returns their inverses, 0 for a row that saw no key.
 __device__ __forceinline__ float2 reduce_row_sums(float& l0, float& l1) {
@@ -107,11 +148,18 @@ __device__ __forceinline__ float2 reduce_row_sums(float& l0, float& l1) {
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kMmaThreads<D>)
     prefill_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
                    const T* __restrict__ v_cache, int32_t block_size, DeviceStep step,
                    int32_t num_heads, int32_t num_kv_heads, float scale_log2, bool causal,
-                   T* __restrict__ out) {
+                   SoftCapArgs cap, int32_t window, T* __restrict__ out) {
+  constexpr int kBlockM = kMmaBlockM<D>;
+  constexpr int kThreads = kMmaThreads<D>;
+  constexpr bool kQInRegisters = D <= 128;
+  // S's loop over d: unrolled whole when Q's fragments are registers (indexed by constants); at
+  // d = 256 by 4 (unrolled whole, ptxas hoisted the shared-memory loads of every step ahead and
+  // spilled 228 bytes; by 4: 242 registers, no spills).
+  constexpr int kSUnroll = kQInRegisters ? D / 16 : 4;
   constexpr int kChunks = D / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
@@ -124,7 +172,7 @@ __global__ void __launch_bounds__(kThreads)
   // Launched overlapping the previous kernel (launch.h), which may still be writing q and the
   // cache. A CTA without a tile waits too before it exits: the grid must not end before its
   // predecessor has, or the next kernel's wait would not cover the predecessor's writes.
-  if (!tp.set_tile(gridDim.x - 1 - blockIdx.x, causal)) {
+  if (!tp.set_tile(gridDim.x - 1 - blockIdx.x, causal, window)) {
     wait_for_prior_kernels();
     return;
   }
@@ -155,17 +203,20 @@ __global__ void __launch_bounds__(kThreads)
       sm80::cp_async_16(dst + sm80::swz<D>(r, c), src, j < tp.n_keys ? 16 : 0);
     }
   };
-  load_tile(sK, k_cache, 0);
+  load_tile(sK, k_cache, tp.k_tile0);
   sm80::cp_async_commit();
   sm80::cp_async_wait_all();
   __syncthreads();
 
   const int mi = lane / 8;  // which of ldmatrix's four matrices this lane addresses
-  uint32_t qf[D / 16][4];
+  // Q's A fragments: in registers up to d = 128, else loaded per use (kk) from shared memory.
+  auto q_fragment = [&](uint32_t (&f)[4], int kk) {
+    sm80::ldmatrix_x4(f, sQ + sm80::swz<D>(warp * 16 + (mi % 2) * 8 + lane % 8, kk * 2 + mi / 2));
+  };
+  uint32_t qf[kQInRegisters ? D / 16 : 1][4];
+  if constexpr (kQInRegisters) {
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    sm80::ldmatrix_x4(qf[kk],
-                      sQ + sm80::swz<D>(warp * 16 + (mi % 2) * 8 + lane % 8, kk * 2 + mi / 2));
+    for (int kk = 0; kk < D / 16; ++kk) q_fragment(qf[kk], kk);
   }
 
   const int g = lane / 4, t = lane % 4;
@@ -174,32 +225,43 @@ __global__ void __launch_bounds__(kThreads)
   // The last keys the two rows see (mask_scores).
   const int last0 = causal ? min(qpos0, tp.ctx - 1) : tp.ctx - 1;
   const int last1 = causal ? min(qpos0 + 8, tp.ctx - 1) : tp.ctx - 1;
+  // The first keys they see (0 without a window).
+  const int first0 = window_first_key(qpos0, window), first1 = window_first_key(qpos0 + 8, window);
   float o[D / 8][4];
 #pragma unroll
   for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-  for (int tile = 0; tile < tp.n_tiles; ++tile) {
+  for (int tile = tp.k_tile0; tile < tp.k_tile0 + tp.n_tiles; ++tile) {
     load_tile(sV, v_cache, tile);
     sm80::cp_async_commit();
 
     float s[kBlockN / 8][4];
 #pragma unroll
     for (int n = 0; n < kBlockN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
+#pragma unroll(kSUnroll)
     for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[4];
+      if constexpr (kQInRegisters) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = qf[kk][i];
+      } else {
+        q_fragment(a, kk);
+      }
 #pragma unroll
       for (int np = 0; np < kBlockN / 16; ++np) {
         uint32_t b[4];
         sm80::ldmatrix_x4(b, sK + sm80::swz<D>(np * 16 + (mi / 2) * 8 + lane % 8, kk * 2 + mi % 2));
-        sm80::mma_16816<T>(s[2 * np], qf[kk], b[0], b[1]);
-        sm80::mma_16816<T>(s[2 * np + 1], qf[kk], b[2], b[3]);
+        sm80::mma_16816<T>(s[2 * np], a, b[0], b[1]);
+        sm80::mma_16816<T>(s[2 * np + 1], a, b[2], b[3]);
       }
     }
 
+    if (cap.on) soft_cap_scores<kBlockN / 2>(&s[0][0], cap);
     const int key_base = tile * kBlockN;
-    if (key_base + kBlockN > tp.n_keys || (causal && key_base + kBlockN - 1 > tp.first_pos)) {
-      mask_scores<kBlockN / 8>(&s[0][0], key_base + 2 * t, last0, last1);
+    if (key_base + kBlockN > tp.n_keys || (causal && key_base + kBlockN - 1 > tp.first_pos) ||
+        (window > 0 && key_base < tp.first_pos + kBlockM - window)) {
+      mask_scores_window<kBlockN / 8>(&s[0][0], key_base + 2 * t, first0, last0, first1, last1);
     }
 
     float mx0 = m0, mx1 = m1;
@@ -240,7 +302,7 @@ __global__ void __launch_bounds__(kThreads)
 
     sm80::cp_async_wait_all();
     __syncthreads();  // V of this tile landed; every warp is done reading K
-    if (tile + 1 < tp.n_tiles) {
+    if (tile + 1 < tp.k_tile0 + tp.n_tiles) {
       load_tile(sK, k_cache, tile + 1);
       sm80::cp_async_commit();
     }
@@ -440,12 +502,17 @@ __device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr) {
 
 #endif  // sm_90a
 
-template <typename T, int D, bool Paired>
+// Ext: the soft-capped and windowed instantiation (never paired): scores capped (cap.on) before
+// the mask, which also hides keys before each row's window; key tiles wholly before the query
+// tile's first window are skipped. The plain instantiations ignore cap and window.
+template <typename T, int D, bool Paired, bool Ext>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
                    const T* __restrict__ v_cache, int32_t block_size, uint32_t bs_magic,
                    int32_t bs_shift, DeviceStep step, int32_t num_heads, int32_t num_kv_heads,
-                   float scale_log2, bool causal, T* __restrict__ out) {
+                   float scale_log2, bool causal, SoftCapArgs cap, int32_t window,
+                   T* __restrict__ out) {
+  static_assert(!(Paired && Ext), "soft-capped and windowed prefills run unpaired");
 #if defined(TESSERA_PREFILL_SM90)
   constexpr int kChunks = D / 8;                  // 16-byte chunks per row
   constexpr int kRowStep = kThreads / kChunks;    // rows one pass of the CTA copies
@@ -480,10 +547,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (Paired) wait_for_prior_kernels();
     return;
   }
-  tp.set_tile(qt_first, causal);
-  // Key tiles of the CTA's stream: the first query tile's, then the second's (none when the two
-  // coincide).
-  const int n_first = tp.n_tiles, keys_first = tp.n_keys;
+  tp.set_tile(qt_first, causal, Ext ? window : 0);
+  // Key tiles of the CTA's stream: the first query tile's (from key tile k0_first), then the
+  // second's (none when the two coincide).
+  const int n_first = tp.n_tiles, keys_first = tp.n_keys, k0_first = tp.k_tile0;
   const int keys_second = tp.keys_of(qt_second, causal);
   const int n_total =
       n_first + (Paired && qt_second < qt_first ? (keys_second + kBlockN - 1) / kBlockN : 0);
@@ -523,7 +590,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   int slot[kPasses];
   auto fetch_slots = [&](int tile) {
     const bool second = Paired && tile >= n_first;
-    const int key_tile = second ? tile - n_first : tile, n_keys = second ? keys_second : keys_first;
+    const int key_tile = second ? tile - n_first : tile + k0_first;
+    const int n_keys = second ? keys_second : keys_first;
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const int j = key_tile * kBlockN + r0 + i * kRowStep;
@@ -619,8 +687,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // Softmax of the current query tile's key tile `key_tile` from one running max.
   auto softmax = [&](float& alpha0, float& alpha1, int key_tile) {
-    const int key_base = key_tile * kBlockN;
-    if (key_base + kBlockN > tp.n_keys || (causal && key_base + kBlockN - 1 > tp.first_pos)) {
+    const int key_base = (key_tile + tp.k_tile0) * kBlockN;
+    if constexpr (Ext) {
+      if (cap.on) soft_cap_scores<64>(s, cap);
+      if (key_base + kBlockN > tp.n_keys || (causal && key_base + kBlockN - 1 > tp.first_pos) ||
+          (window > 0 && key_base < tp.first_pos + kBlockM - window)) {
+        const int qpos0 = tp.first_pos + row_in_tile, qpos1 = qpos0 + 8;
+        mask_scores_window<16>(s, key_base + 2 * t, window_first_key(qpos0, window),
+                               causal ? min(qpos0, tp.ctx - 1) : tp.ctx - 1,
+                               window_first_key(qpos1, window),
+                               causal ? min(qpos1, tp.ctx - 1) : tp.ctx - 1);
+      }
+    } else if (key_base + kBlockN > tp.n_keys || (causal && key_base + kBlockN - 1 > tp.first_pos)) {
       const int qpos0 = tp.first_pos + row_in_tile, qpos1 = qpos0 + 8;
       if constexpr (Paired) {
         mask_scores<16>(s, key_base + 2 * t, causal ? min(qpos0, tp.ctx - 1) : tp.ctx - 1,
@@ -809,7 +887,11 @@ constexpr int smem_bytes() {  // Q, 3 stages of K and V (16-bit elements), align
 template <typename T, int D>
 gpuError_t launch_prefill(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                           const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                          float scale, bool causal, T* out, gpuStream_t stream) {
+                          float scale, bool causal, float softcap, int32_t window, T* out,
+                          gpuStream_t stream) {
+  // The wgmma kernel exists for d = 64 and 128 (its three K/V stages of 128 keys would not fit in
+  // shared memory at d = 256, nor its accumulators in registers): d = 256 runs the mma.sync one.
+  constexpr bool kHasWgmma = D <= 128;
   // Once per device (d < 64): which kernel runs there (the wgmma one on sm_90, whose sm_90a
   // machine code this file carries; TESSERA_PREFILL_KERNEL=mma picks the mma.sync one anyway, for
   // comparisons), and its more than 48 KiB of dynamic shared memory allowed. 0: not decided yet.
@@ -827,74 +909,100 @@ gpuError_t launch_prefill(const T* qkv, const T* k_cache, const T* v_cache, int3
     if (err != gpuSuccess) return err;
     const char* force = std::getenv("TESSERA_PREFILL_KERNEL");
     const bool mma = force != nullptr && std::string_view(force) == "mma";
-    kind = major == 9 && minor == 0 && !mma ? kWgmma : kMma;
-    if (kind == kWgmma) {
-      err = cudaFuncSetAttribute(hopper::prefill_kernel<T, D, false>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 hopper::smem_bytes<D>());
-      if (err != gpuSuccess) return err;
-      err = cudaFuncSetAttribute(hopper::prefill_kernel<T, D, true>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 hopper::smem_bytes<D>());
-    } else {
+    kind = kHasWgmma && major == 9 && minor == 0 && !mma ? kWgmma : kMma;
+    if constexpr (kHasWgmma) {
+      if (kind == kWgmma) {
+        for (auto* kernel : {hopper::prefill_kernel<T, D, false, false>,
+                             hopper::prefill_kernel<T, D, true, false>,
+                             hopper::prefill_kernel<T, D, false, true>}) {
+          err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     hopper::smem_bytes<D>());
+          if (err != gpuSuccess) return err;
+        }
+      }
+    }
+    if (kind == kMma) {
       err = cudaFuncSetAttribute(prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (kBlockM + 2 * kBlockN) * D * static_cast<int>(sizeof(T)));
+                                 kMmaSmemBytes<D>);
     }
     if (err != gpuSuccess) return err;
     if (device < 64) chosen[device].store(kind, std::memory_order_release);
   }
   const float scale_log2 = scale * 1.4426950408889634f;
-  if (kind != kMma) {
-    const int query_tiles = (step.max_prefill_q + hopper::kBlockM - 1) / hopper::kBlockM;
-    // j / block_size as (umulhi(j, magic) + j) >> shift for 0 <= j < 2^31, shift = ceil(log2
-    // block_size), magic = floor(2^32 (2^shift - block_size) / block_size) + 1 (Granlund-Montgomery).
-    const int shift = block_size > 1 ? 32 - __builtin_clz(static_cast<uint32_t>(block_size - 1)) : 0;
-    const uint32_t magic = static_cast<uint32_t>(
-        ((uint64_t{1} << 32) * ((uint64_t{1} << shift) - block_size)) / block_size + 1);
-    // Short causal prefills take query tiles in pairs (the kernel's header says why). Measured on
-    // an H100: +2-20% at 1024 causal queries; at 4096 and beyond, and without the causal mask, the
-    // pairs lose 2-20% (the paired kernel's loop runs slower per key tile; not understood yet).
-    // Only the paired kernel is launched overlapping the kernel before it (launch.h): the
-    // unpaired one, built so (wait, then q's copies behind the first table reads), ran about 1%
-    // (0-2%) slower on the shapes it serves in two H100 calls though its loop's instructions
-    // stayed the same (registers aside), and the overlap gained nothing measurable in `tessera
-    // bench kernels`, whose timed calls are bracketed by events.
-    if (causal && query_tiles <= 8) {
-      const dim3 grid((query_tiles + 1) / 2, num_heads, step.num_prefill_seqs);
-      return launch(hopper::prefill_kernel<T, D, true>, grid, dim3(hopper::kThreads),
-                    hopper::smem_bytes<D>(), stream, qkv, k_cache, v_cache, block_size, magic, shift,
-                    step, num_heads, num_kv_heads, scale_log2, causal, out);
+  const SoftCapArgs cap = make_soft_cap(scale, softcap);
+  if (window < 0) window = 0;
+  if constexpr (kHasWgmma) {
+    if (kind != kMma) {
+      const int query_tiles = (step.max_prefill_q + hopper::kBlockM - 1) / hopper::kBlockM;
+      // j / block_size as (umulhi(j, magic) + j) >> shift for 0 <= j < 2^31, shift = ceil(log2
+      // block_size), magic = floor(2^32 (2^shift - block_size) / block_size) + 1
+      // (Granlund-Montgomery).
+      const int shift =
+          block_size > 1 ? 32 - __builtin_clz(static_cast<uint32_t>(block_size - 1)) : 0;
+      const uint32_t magic = static_cast<uint32_t>(
+          ((uint64_t{1} << 32) * ((uint64_t{1} << shift) - block_size)) / block_size + 1);
+      const dim3 grid(query_tiles, num_heads, step.num_prefill_seqs);
+      // Soft-capped or windowed: the Ext instantiation, unpaired (a windowed query tile's cost no
+      // longer grows with its index, which is what the pairs even out), launched plainly as the
+      // unpaired plain one is.
+      if (cap.on || window > 0) {
+        hopper::prefill_kernel<T, D, false, true>
+            <<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
+                qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads,
+                scale_log2, causal, cap, window, out);
+        return gpuGetLastError();
+      }
+      // Short causal prefills take query tiles in pairs (the kernel's header says why). Measured
+      // on an H100: +2-20% at 1024 causal queries; at 4096 and beyond, and without the causal
+      // mask, the pairs lose 2-20% (the paired kernel's loop runs slower per key tile; not
+      // understood yet). Only the paired kernel is launched overlapping the kernel before it
+      // (launch.h): the unpaired one, built so (wait, then q's copies behind the first table
+      // reads), ran about 1% (0-2%) slower on the shapes it serves in two H100 calls though its
+      // loop's instructions stayed the same (registers aside), and the overlap gained nothing
+      // measurable in `tessera bench kernels`, whose timed calls are bracketed by events.
+      if (causal && query_tiles <= 8) {
+        const dim3 paired((query_tiles + 1) / 2, num_heads, step.num_prefill_seqs);
+        return launch(hopper::prefill_kernel<T, D, true, false>, paired, dim3(hopper::kThreads),
+                      hopper::smem_bytes<D>(), stream, qkv, k_cache, v_cache, block_size, magic,
+                      shift, step, num_heads, num_kv_heads, scale_log2, causal, cap, window, out);
+      }
+      hopper::prefill_kernel<T, D, false, false>
+          <<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
+              qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads,
+              scale_log2, causal, cap, window, out);
+      return gpuGetLastError();
     }
-    const dim3 grid(query_tiles, num_heads, step.num_prefill_seqs);
-    hopper::prefill_kernel<T, D, false><<<grid, hopper::kThreads, hopper::smem_bytes<D>(), stream>>>(
-        qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads, scale_log2,
-        causal, out);
-    return gpuGetLastError();
   }
-  const int smem = (kBlockM + 2 * kBlockN) * D * static_cast<int>(sizeof(T));
-  const dim3 grid((step.max_prefill_q + kBlockM - 1) / kBlockM, num_heads, step.num_prefill_seqs);
-  return launch(prefill_kernel<T, D>, grid, dim3(kThreads), smem, stream, qkv, k_cache, v_cache,
-                block_size, step, num_heads, num_kv_heads, scale_log2, causal, out);
+  const dim3 grid((step.max_prefill_q + kMmaBlockM<D> - 1) / kMmaBlockM<D>, num_heads,
+                  step.num_prefill_seqs);
+  return launch(prefill_kernel<T, D>, grid, dim3(kMmaThreads<D>), kMmaSmemBytes<D>, stream,
+                qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads, scale_log2, causal,
+                cap, window, out);
 }
 
 }  // namespace
 
-bool prefill_kernel_supported(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
+bool prefill_kernel_supported(int32_t head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
 
 template <typename T>
 gpuError_t attention_prefill(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                              const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                             int32_t head_dim, float scale, bool causal, T* out,
-                             gpuStream_t stream) {
+                             int32_t head_dim, float scale, bool causal, float softcap,
+                             int32_t window, T* out, gpuStream_t stream) {
   if (step.num_prefill_seqs <= 0) return gpuSuccess;
   if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0) return gpuErrorInvalidValue;
   switch (head_dim) {
     case 64:
       return launch_prefill<T, 64>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                                scale, causal, out, stream);
+                                   scale, causal, softcap, window, out, stream);
     case 128:
-      return launch_prefill<T, 128>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                                 scale, causal, out, stream);
+      return launch_prefill<T, 128>(qkv, k_cache, v_cache, block_size, step, num_heads,
+                                    num_kv_heads, scale, causal, softcap, window, out, stream);
+    case 256:
+      return launch_prefill<T, 256>(qkv, k_cache, v_cache, block_size, step, num_heads,
+                                    num_kv_heads, scale, causal, softcap, window, out, stream);
     default:
       return gpuErrorInvalidValue;
   }
@@ -906,7 +1014,7 @@ bool prefill_kernel_supported(int32_t) { return false; }
 
 template <typename T>
 gpuError_t attention_prefill(const T*, const T*, const T*, int32_t, const DeviceStep&, int32_t,
-                             int32_t, int32_t, float, bool, T*, gpuStream_t) {
+                             int32_t, int32_t, float, bool, float, int32_t, T*, gpuStream_t) {
   return gpuErrorInvalidValue;
 }
 
@@ -914,7 +1022,8 @@ gpuError_t attention_prefill(const T*, const T*, const T*, int32_t, const Device
 
 #define TESSERA_PREFILL_LAUNCHER(T)                                                            \
   template gpuError_t attention_prefill(const T*, const T*, const T*, int32_t, const DeviceStep&, \
-                                        int32_t, int32_t, int32_t, float, bool, T*, gpuStream_t);
+                                        int32_t, int32_t, int32_t, float, bool, float, int32_t, T*, \
+                                        gpuStream_t);
 TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_PREFILL_LAUNCHER)
 #undef TESSERA_PREFILL_LAUNCHER
 

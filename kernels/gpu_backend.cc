@@ -506,25 +506,27 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
   const int32_t bs = cache.block_size(), h = shape.num_heads, kvh = shape.num_kv_heads,
                 d = shape.head_dim;
   // Decode sequences go to the split-KV kernel when it takes this shape; prefill sequences to the
-  // tensor-core kernel when both take it, else everything left to the generic kernel (the only
-  // one with soft-capping and sliding windows so far).
+  // tensor-core kernel when both take it, else everything left to the generic kernel. Every kernel
+  // takes soft-capping and sliding windows.
   const float scale = spec.scale;
-  const bool plain = spec.softcap == 0.0f && spec.window == 0;
-  const bool fast_decode =
-      plain && kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
+  const bool fast_decode = kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
   const bool fast_prefill = fast_decode && gpu::prefill_kernel_supported(d);
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     const T *q = elements<T>(qkv), *k = elements<T>(cache.k), *v = elements<T>(cache.v);
     return fast_prefill ? gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale,
-                                                 /*causal=*/true, elements<T>(out), stream_)
+                                                 /*causal=*/true, spec.softcap, spec.window,
+                                                 elements<T>(out), stream_)
                         : gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale,
                                                  spec.softcap, spec.window,
                                                  /*skip_decode=*/fast_decode, elements<T>(out),
                                                  stream_);
   })));
   if (!fast_decode || step_.num_decode_seqs == 0) return;
-  const gpu::DecodeSplits splits = gpu::plan_decode_splits(step_.num_decode_seqs, kvh,
-                                                           step_.max_decode_context, multiprocessors_);
+  // A windowed layer's splits cut only the window (its last keys).
+  const int32_t span = spec.window > 0 ? std::min(step_.max_decode_context, spec.window)
+                                       : step_.max_decode_context;
+  const gpu::DecodeSplits splits =
+      gpu::plan_decode_splits(step_.num_decode_seqs, kvh, span, multiprocessors_);
   const size_t parts = static_cast<size_t>(step_.num_decode_seqs) * h * splits.num_splits;
   if (splits.num_splits > 1) {
     if (absl::Status s = ensure_decode_workspace(parts * (d + 2)); !s.ok()) {
@@ -534,8 +536,8 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
   }
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     return gpu::attention_decode(elements<T>(qkv), elements<T>(cache.k), elements<T>(cache.v), bs,
-                                 step_, h, kvh, d, scale, splits, decode_part_,
-                                 decode_part_ + parts * d, elements<T>(out), stream_);
+                                 step_, h, kvh, d, scale, spec.softcap, spec.window, splits,
+                                 decode_part_, decode_part_ + parts * d, elements<T>(out), stream_);
   })));
 }
 

@@ -83,11 +83,12 @@ gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
                           bool interleaved, const QkvPrologueArgs<T>& prologue, T* k_cache,
                           T* v_cache, gpuStream_t stream);
 
-// Attention. The fast kernels cover head_dim 64 and 128 without soft-capping or sliding
-// windows (prefill: CUDA only; decode: GQA groups up to kMaxDecodeGroup); the generic kernel
-// covers every head_dim up to kMaxHeadDim on both vendors, soft-capping (softcap > 0) and
-// sliding windows (window > 0: the last `window` positions), and with skip_decode leaves
-// single-token sequences to the decode kernel.
+// Attention. Soft-capping (softcap > 0: scores = softcap * tanh(scale q.k / softcap) before the
+// softmax) and sliding windows (window > 0: a query at position p sees keys in (p - window, p])
+// are taken by every kernel. The fast kernels cover head_dim 64, 128 and 256 (prefill: CUDA only;
+// decode: GQA groups up to kMaxDecodeGroup); the generic kernel covers every head_dim up to
+// kMaxHeadDim on both vendors, and with skip_decode leaves single-token sequences to the decode
+// kernel.
 inline constexpr int kMaxHeadDim = 256;
 inline constexpr int kMaxDecodeGroup = 8;
 template <typename T>
@@ -101,12 +102,13 @@ bool prefill_kernel_supported(int32_t head_dim);
 template <typename T>
 gpuError_t attention_prefill(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                              const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                             int32_t head_dim, float scale, bool causal, T* out,
-                             gpuStream_t stream);
+                             int32_t head_dim, float scale, bool causal, float softcap,
+                             int32_t window, T* out, gpuStream_t stream);
 
 // attention_decode.cu: the decode sequences of the step, split-KV. part_acc holds
 // num_decode_seqs * num_heads * num_splits * head_dim floats, part_ml twice
-// num_decode_seqs * num_heads * num_splits (unused when num_splits is 1).
+// num_decode_seqs * num_heads * num_splits (unused when num_splits is 1). With a window the splits
+// cut only each sequence's last `window` keys: plan them over min(max context, window).
 struct DecodeSplits {
   int32_t num_splits = 1;
   int32_t keys_per_split = 1 << 30;
@@ -118,8 +120,9 @@ bool decode_kernel_supported(int32_t head_dim, int32_t group);
 template <typename T>
 gpuError_t attention_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                             const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                            int32_t head_dim, float scale, const DecodeSplits& splits,
-                            float* part_acc, float* part_ml, T* out, gpuStream_t stream);
+                            int32_t head_dim, float scale, float softcap, int32_t window,
+                            const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,
+                            gpuStream_t stream);
 
 // sampling.cu: tokens[r] = the token of logits row r ([n_rows, vocab] fp32) under rows[r], by
 // the math of runtime/backend/sampling_math.h; one CTA per row. `rows` is host memory: the launcher

@@ -7,6 +7,17 @@
 #   kernels  GPU kernel tests (every op vs the CPU backend; the attention tests once more with the
 #            mma.sync prefill kernel that H100s otherwise skip); `tessera bench kernels` beside the
 #            anchors bw.py and bench_attn.py (torch SDPA flash / cuDNN)
+#   attn     the attention kernel tests (both prefill kernels; soft-caps, windows, d = 64/128/256
+#            among them); `tessera bench kernels --head-dim 64,256` beside the anchor's method at
+#            those head dims (tests/bench/bench_attn_dims.py: torch SDPA flash / cuDNN), with the
+#            ratio table; soft-capped and windowed kernels beside the plain ones (--only features)
+#   families8b  per family (FAMILIES8B, default all seven), a 4-9B-shaped random model built by
+#            transformers on the GPU (tests/reference/random_family.py) in $FAMILY_DIR (default
+#            /dev/shm when it has room, else /tmp), deleted after: tessera vs transformers logits
+#            and teacher-forced argmax (tests/reference/gpu_family8b_check.py), `tessera bench
+#            serve` at concurrency 1 and 64 (prompt 128 / output 128) beside transformers'
+#            generate at batch 1 and 64; a family not started before FAMILIES8B_BUDGET_S (default
+#            480 s into the stage) is skipped and reported
 #   e2e      a Llama-3-8B-shaped random model saved by transformers: tessera (GPU) vs transformers
 #            logits and 32 greedy tokens on 4 prompts; `tessera bench serve` on tesserad at
 #            concurrency 1 and 64 beside the anchor bench_hf.py at batch 1 and 32
@@ -58,7 +69,7 @@
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-stage=${1:?usage: scripts/gpu-check.sh kernels|ab|families|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve|load [BUNDLE_DIR]}
+stage=${1:?usage: scripts/gpu-check.sh kernels|attn|ab|families|families8b|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve|load [BUNDLE_DIR]}
 bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
@@ -95,6 +106,105 @@ run_kernels() {
   echo "== tessera bench kernels"; cat "$out/bench_kernels.log"
 }
 
+# The attention tests with each prefill kernel, tessera's kernels at d = 64 and 256 beside torch SDPA
+# timed as the anchor bench_attn.py times (d = 128: the kernels stage), and the soft-capped and
+# windowed kernels beside the plain ones.
+run_attn() {
+  local start=$(date +%s)
+  # The mma.sync prefill kernel (H100s run it at d = 256 only) once more on the capped and
+  # windowed cases, bf16.
+  for k in default mma; do
+    local filter='*Attention*'
+    [[ $k == mma ]] && filter='*AttentionSoftCapAndWindow/bf16'
+    TESSERA_PREFILL_KERNEL=$([[ $k == mma ]] && echo mma || echo auto) "$bundle/bin/gpu_kernel_tests" \
+      --gtest_color=no --gtest_filter="$filter" > "$out/gpu_attention_tests_$k.log" 2>&1 || status=1
+    echo "attention tests ($k prefill kernel): $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_attention_tests_$k.log" | tr '\n' ' ')"
+    grep -E '^\[ +FAILED +\]|Failure' "$out/gpu_attention_tests_$k.log" | head -5
+  done
+  echo "tests: $(( $(date +%s) - start ))s"
+  grep -h '^\[ metric \] attention_capped' "$out/gpu_attention_tests_default.log" | sort -t' ' -k14 -g | tail -3
+  "$bundle/bin/tessera" bench kernels --head-dim 64,256 --json "$out/bench_kernels_dims.json" \
+    > "$out/bench_kernels_dims.log" 2>&1 || { echo "bench kernels: exit $?"; status=1; }
+  "$bundle/bin/tessera" bench kernels --only features --head-dim 128,256 --json "$out/bench_features.json" \
+    > "$out/bench_features.log" 2>&1 || { echo "bench kernels features: exit $?"; status=1; }
+  timeout 240 python3 tests/bench/bench_attn_dims.py --head-dim 64,256 --json "$out/sdpa_dims.json" \
+    > "$out/sdpa_dims.log" 2>&1 || echo "bench_attn_dims.py: exit $?"
+  echo "bench: $(( $(date +%s) - start ))s"
+  cat "$out/bench_features.log"
+  grep -A22 '^decode attention' "$out/bench_kernels_dims.log"
+  python3 - "$out/bench_kernels_dims.json" "$out/sdpa_dims.json" <<'PY' || status=1
+import json, sys
+ours = json.load(open(sys.argv[1]))["prefill"]
+sdpa = {(r["head_dim"], r["b"], r["hq"], r["hk"], r["nq"], r["nk"], r["causal"]): r for r in json.load(open(sys.argv[2]))}
+print("d    B  HQ HK    NQ    NK causal | tessera  flash  cuDNN | /flash /cuDNN (TFLOP/s)")
+for r in ours:
+    a = sdpa.get((r["head_dim"], r["b"], r["hq"], r["hk"], r["nq"], r["nk"], r["causal"]), {})
+    fl, cu = a.get("flash"), a.get("cudnn")
+    f = lambda x: f"{x:6.1f}" if x else "   n/a"
+    q = lambda x: f"{r['tflops'] / x:5.2f}" if x else "  n/a"
+    print(f"{r['head_dim']:3d} {r['b']:2d} {r['hq']:3d} {r['hk']:2d} {r['nq']:5d} {r['nk']:5d} {int(r['causal']):6d} | "
+          f"{r['tflops']:7.1f} {f(fl)} {f(cu)} | {q(fl)}  {q(cu)}")
+PY
+}
+
+# Per family: its 4-9B-shaped random model checked against transformers, then served.
+run_families8b() {
+  local start=$(date +%s) budget=${FAMILIES8B_BUDGET_S:-480}
+  local base=${FAMILY_DIR:-}
+  if [[ -z $base ]]; then
+    base=/tmp/families8b
+    (( $(df --output=avail -k /dev/shm 2> /dev/null | tail -1) > 30000000 )) && base=/dev/shm/families8b
+  fi
+  echo "models in $base"
+  local done_list=()
+  for fam in ${FAMILIES8B:-llama mistral qwen2 qwen3 gemma2 gemma3 phi3}; do
+    if (( $(date +%s) - start > budget )); then echo "$fam: skipped (stage budget ${budget}s spent)"; continue; fi
+    local dir=$base/$fam
+    rm -rf "$dir"
+    timeout 300 python3 tests/reference/gpu_family8b_check.py "$bundle/bin/dump_logits" "$fam" "$dir" \
+      "$out/family8b_$fam.json" > "$out/family8b_$fam.log" 2>&1 || { echo "$fam: check failed"; status=1; }
+    rm -f "$out/family8b_$fam.json.tessera.json"  # full-vocab logits: tens of MB per family
+    grep -E "^$fam" "$out/family8b_$fam.log" | grep -v "built in"
+    grep -E "Error|error:" "$out/family8b_$fam.log" | head -3
+    if [[ -f $dir/config.json ]] && MODEL=$dir start_server "f8b_$fam"; then
+      for c in 1 64; do
+        "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency $c \
+          --num-requests $(( c == 1 ? 2 : 64 )) --prompt-len 128 --output-len 128 \
+          --json "$out/serve_f8b_${fam}_c$c.json" > "$out/serve_f8b_${fam}_c$c.log" 2>&1 || status=1
+      done
+      stop_server
+    fi
+    rm -rf "$dir"
+    done_list+=("$fam")
+    echo "$fam: $(( $(date +%s) - start ))s into the stage"
+  done
+  python3 - "$out" "${done_list[@]}" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+print("family   prompts  vs fp32 (hf bf16)        argmax  forced/32 (unexplained)  | tok/s c=1: tessera  hf  ratio | c=64: tessera  hf  ratio")
+for fam in sys.argv[2:]:
+    try:
+        r = json.load(open(os.path.join(out, f"family8b_{fam}.json")))
+    except Exception:
+        print(f"{fam:8s} no result"); continue
+    p = r["prompts"]
+    errs = "/".join(f"{x['rel_err_vs_fp32']:.1e}" for x in p)
+    hf_errs = "/".join(f"{x['hf_bf16_rel_err_vs_fp32']:.1e}" for x in p)
+    arg = "/".join("=" if x["argmax_match"] else "!" for x in p)
+    forced = "/".join(f"{x['forced_same']}({x['forced_unexplained']})" for x in p)
+    serve = {}
+    for c in (1, 64):
+        try:
+            serve[c] = json.load(open(os.path.join(out, f"serve_f8b_{fam}_c{c}.json")))["throughput"]["output_tokens_per_s"]
+        except Exception:
+            serve[c] = None
+    hf = r["hf_generate_tok_s"]
+    cell = lambda t, h: (f"{t:8.1f} {h:6.1f} {t / h:5.2f}" if t and h else f"{'n/a':>8s} {h or 0:6.1f}   n/a")
+    print(f"{fam:8s} {'/'.join(str(x['prompt_tokens']) for x in p):14s} {errs} ({hf_errs}) {arg} {forced} "
+          f"{'pass' if r['ok'] else 'FAIL'} | {cell(serve[1], hf['1'])} | {cell(serve[64], hf['64'])}")
+PY
+}
+
 wait_ready() {  # admin HTTP /readyz answers 200; fails at once when the server has exited
   for _ in $(seq 1 300); do
     curl -sf "http://127.0.0.1:8002/readyz" > /dev/null && return 0
@@ -108,7 +218,7 @@ wait_ready() {  # admin HTTP /readyz answers 200; fails at once when the server 
 # once it is ready (server_pid set), else reports and fails the stage.
 start_server() {
   local name=$1; shift
-  "${TESSERAD:-$bundle/bin/tesserad}" --model /tmp/llama8b --backend gpu --listen 127.0.0.1:50051 \
+  "${TESSERAD:-$bundle/bin/tesserad}" --model "${MODEL:-/tmp/llama8b}" --backend gpu --listen 127.0.0.1:50051 \
     --max-num-seqs 64 --log-format json "$@" > "$out/tesserad_$name.log" 2>&1 &
   server_pid=$!
   wait_ready && return 0
@@ -472,6 +582,8 @@ run_load() {
 
 case "$stage" in
   kernels) run_kernels ;;
+  attn) run_attn ;;
+  families8b) run_families8b ;;
   ab) run_ab ;;
   families) run_families ;;
   multi) run_multi ;;

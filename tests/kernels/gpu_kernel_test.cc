@@ -458,26 +458,53 @@ TEST_P(GpuKernelTest, RopeAndCachePrologue) {
   }
 }
 
-// Soft-capping and sliding windows (Gemma 2/3, Mistral, Qwen2) over mixed prefill + decode
-// batches longer than the window, on the head dims of those families.
+// Soft-capping and sliding windows (Gemma 2/3, Mistral, Qwen2), with and without each other, on
+// head dims 64, 128 and 256 (the fast kernels on CUDA: wgmma / mma.sync prefill, split-KV
+// decode) and 96 (the generic kernel), GQA groups 2 and 8, over three batches: mixed prefill +
+// decode longer than a 32-key window; prefills of several query tiles (one a chunk after cached
+// context) under a 200-key window, whose later query tiles skip whole key tiles; and decodes of
+// up to 4096 keys under a 1000-key window (several splits over the window, one sequence shorter
+// than it). The plain spec (no cap, no window) runs too: d = 256 takes the fast kernels now.
 TEST_P(GpuKernelTest, AttentionSoftCapAndWindow) {
-  struct Spec {
-    float softcap;
+#if defined(TESSERA_CUDA)
+  for (const int32_t d : {64, 128, 256}) {
+    EXPECT_TRUE(gpu::prefill_kernel_supported(d)) << d;
+    EXPECT_TRUE(gpu::decode_kernel_supported(d, 8)) << d;
+  }
+#endif
+  struct Batch {
+    const char* what;
+    std::vector<std::pair<int32_t, int32_t>> seqs;
     int32_t window;
   };
+  const std::vector<Batch> batches = {
+      {"mixed", {{0, 70}, {100, 1}, {30, 12}, {600, 1}}, 32},
+      {"prefill", {{0, 700}, {300, 260}, {0, 3}}, 200},
+      {"decode", {{3000, 1}, {517, 1}, {1, 1}, {4095, 1}}, 1000}};
+  struct Spec {
+    bool cap, window;
+  };
   for (const int32_t d : {64, 96, 128, 256}) {
-    const AttnCase c{d, 8, 4, {{0, 70}, {100, 1}, {30, 12}, {600, 1}}, "capped"};
-    for (const Spec spec : {Spec{50.0f, 0}, Spec{0.0f, 32}, Spec{50.0f, 32}}) {
-      AttnInputs in = attention_inputs(c, 2.0f);
-      Pair out = make({in.batch.num_tokens(), static_cast<int64_t>(c.num_heads) * d});
-      poison(out);
-      const AttentionSpec as{1.0f / std::sqrt(static_cast<float>(d)), spec.softcap, spec.window};
-      cpu_.attention(in.qkv.c, KvLayerView{in.k.c, in.v.c}, in.shape, as, out.c);
-      gpu_->attention(in.qkv.g, KvLayerView{in.k.g, in.v.g}, in.shape, as, out.g);
-      const double e = err(out);
-      EXPECT_LT(e, tol_.attention) << "d" << d << " softcap " << spec.softcap << " window " << spec.window;
-      std::printf("[ metric ] attention_capped %s d=%d softcap %.0f window %d rel_err %.2e\n",
-                  dtype_label(), d, spec.softcap, spec.window, e);
+    for (const auto& [h, kv] : std::vector<std::pair<int32_t, int32_t>>{{8, 4}, {16, 2}}) {
+      for (const Batch& batch : batches) {
+        for (const Spec spec : {Spec{false, false}, Spec{true, false}, Spec{false, true}, Spec{true, true}}) {
+          const AttnCase c{d, h, kv, batch.seqs, batch.what};
+          AttnInputs in = attention_inputs(c, 2.0f);
+          Pair out = make({in.batch.num_tokens(), static_cast<int64_t>(h) * d});
+          poison(out);
+          // A cap of 2 bites on these scores (|scale q.k| up to ~3); Gemma 2's 50 barely would.
+          const float softcap = spec.cap ? 2.0f : 0.0f;
+          const int32_t window = spec.window ? batch.window : 0;
+          const AttentionSpec as{1.0f / std::sqrt(static_cast<float>(d)), softcap, window};
+          cpu_.attention(in.qkv.c, KvLayerView{in.k.c, in.v.c}, in.shape, as, out.c);
+          gpu_->attention(in.qkv.g, KvLayerView{in.k.g, in.v.g}, in.shape, as, out.g);
+          const double e = err(out);
+          EXPECT_LT(e, tol_.attention) << batch.what << " d" << d << " heads " << h << "/" << kv
+                                       << " softcap " << softcap << " window " << window;
+          std::printf("[ metric ] attention_capped %s %s d=%d heads=%d/%d softcap %.0f window %d rel_err %.2e\n",
+                      dtype_label(), batch.what, d, h, kv, softcap, window, e);
+        }
+      }
     }
   }
 }

@@ -12,6 +12,8 @@
 //   TESSERA_DEVICES=0,1 (or all), TESSERA_DEVICE_MAP and TESSERA_MAX_MEMORY split the model as
 //   tesserad's devices / device_map / max_memory keys do; TESSERA_MICRO_BATCHES=N splits steps of
 //   at least N x 256 tokens into N micro-batches (the micro_batches key).
+//   TESSERA_KV_CACHE_BYTES=N sizes the KV cache (default 256 MiB; long prompts of large models
+//   need more).
 //   A PROMPT written "ids:1,2,3" is those token ids, not text (models without a real tokenizer).
 #include <algorithm>
 #include <chrono>
@@ -21,6 +23,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -83,7 +86,20 @@ int main(int argc, char** argv) {
   }
   options.engine.max_num_seqs = 1;
   options.limits.max_logit_rows = kMaxForced;
+  // Each prompt's logits come from one forward over all of it: room for the longest id prompt.
+  for (int i = 3; i < argc; ++i) {
+    const std::string_view p = argv[i];
+    if (!p.starts_with("ids:")) continue;
+    const int32_t n = static_cast<int32_t>(std::count(p.begin(), p.end(), ',') +
+                                           std::count(p.begin(), p.end(), '|') + 1);
+    options.limits.max_batch_tokens = std::max(options.limits.max_batch_tokens, n);
+  }
   options.kv_cache_bytes = 256 << 20;
+  if (const char* kv = std::getenv("TESSERA_KV_CACHE_BYTES"); kv != nullptr) {
+    if (!absl::SimpleAtoi(kv, &options.kv_cache_bytes)) {
+      return fail(std::string("TESSERA_KV_CACHE_BYTES: not an integer: ") + kv);
+    }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto inst = ModelInstance::load(argv[1], options);
   if (!inst.ok()) return fail(inst.status().ToString());
