@@ -132,6 +132,24 @@ TEST_F(SafetensorsTest, BadHeaders) {
               HasSubstr("header must be a JSON object, got array"));
 }
 
+// Two tensors whose data_offsets share bytes are refused, naming both; tensors back to back
+// (and an empty tensor at another's offset) are fine.
+TEST_F(SafetensorsTest, TensorsSharingBytesAreRefusedNamingBoth) {
+  SafetensorsBuilder b;
+  b.tensor("a", "F32", "[4]", testing::f32_bytes({1, 2, 3, 4}))
+      .add_entry("b", "F32", "[2]", 8, 16);
+  const std::string msg = open_error("overlap.safetensors", b.build());
+  EXPECT_THAT(msg, HasSubstr("tensor 'b': data_offsets [8, 16] overlap tensor 'a' at [0, 16]: "
+                             "tensors must not share bytes"));
+
+  SafetensorsBuilder ok;
+  ok.tensor("a", "F32", "[2]", testing::f32_bytes({1, 2}))
+      .tensor("b", "F32", "[2]", testing::f32_bytes({3, 4}))
+      .add_entry("empty", "F32", "[0]", 4, 4);
+  TESSERA_ASSERT_OK_AND_ASSIGN(auto f, SafetensorsFile::open(dir_.write("ok.safetensors", ok.build())));
+  EXPECT_EQ(f->tensors().size(), 3u);
+}
+
 TEST_F(SafetensorsTest, BadEntriesNameTheTensor) {
   auto one = [](const std::string& entry, size_t data_bytes = 64) {
     SafetensorsBuilder b;
