@@ -1,7 +1,8 @@
 // Stored weight blocks to bf16 or fp16 on the GPU (dequant_gpu.h): one thread per output element,
-// each decoding its own block's scales. Byte offsets and arithmetic follow
-// runtime/model/dequant.cc type by type (its comments describe the bit layouts); blocks are read
-// byte by byte, since GGML blocks (18, 20, 22... bytes) leave their fields unaligned.
+// each decoding its own block's scales and, when asked, checking that what it wrote is finite.
+// Byte offsets and arithmetic follow runtime/model/dequant.cc type by type (its comments describe
+// the bit layouts); blocks are read byte by byte, since GGML blocks (18, 20, 22... bytes) leave
+// their fields unaligned.
 #define TESSERA_GPU_KERNELS_ONLY
 #include <algorithm>
 
@@ -250,7 +251,12 @@ __global__ void dequantize_kernel(const uint8_t* src, int64_t first_block, int64
     const int64_t row =
         target.qk_head_dim > 0 ? qk_unpermuted_row(stored_row, target.qk_head_dim) : stored_row;
     const int64_t col = (block % blocks_per_row) * Format::kBlockElems + i;
-    target.dst[row * target.row_elems + col] = from_float<T>(v);
+    const T out = from_float<T>(v);
+    target.dst[row * target.row_elems + col] = out;
+    if (target.first_non_finite != nullptr) {
+      note_non_finite(out, static_cast<unsigned long long>(block * Format::kBlockElems + i),
+                      target.first_non_finite);
+    }
   }
 }
 

@@ -21,11 +21,17 @@ bool dequantizes_on_device(DType type);
 // `dst`. Stored row s lands in row s, or, when qk_head_dim > 0, in row
 // qk_unpermuted_row(s, qk_head_dim) (runtime/model_io/gguf_weights.h: GGUF's llama q/k rotary
 // interleave undone).
+// The weight check: when `first_non_finite` is set, every element whose converted value (in T)
+// is NaN or infinite lowers it (atomicMin) to its index counted over the whole tensor's stored
+// elements, row-major over the stored rows (runtime/model_io/weight_source.h's
+// non_finite_weight_error counts the same way). The caller sets it to ~0 before a tensor's first
+// chunk and reads it once after the last.
 template <typename T>
 struct DequantTarget {
   T* dst = nullptr;
   int64_t row_elems = 0;    // a multiple of the type's block size
   int64_t qk_head_dim = 0;  // even, dividing the row count; 0: rows stay where they are
+  unsigned long long* first_non_finite = nullptr;  // device memory; null: no check
 };
 
 // Converts `n_blocks` consecutive stored blocks of `type` at `src` (device memory, packed as in

@@ -25,10 +25,15 @@ __device__ __forceinline__ float block_sum(float v, float* shared) {
 }
 
 template <typename T>
-__global__ void convert_f32_kernel(const float* src, T* dst, int64_t n) {
+__global__ void convert_f32_kernel(const float* src, T* dst, int64_t n,
+                                   unsigned long long* first_non_finite, int64_t index_base) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = from_float<T>(src[i]);
+    const T out = from_float<T>(src[i]);
+    dst[i] = out;
+    if (first_non_finite != nullptr) {
+      note_non_finite(out, static_cast<unsigned long long>(index_base + i), first_non_finite);
+    }
   }
 }
 
@@ -139,9 +144,11 @@ unsigned grid_for(int64_t n) {
 }  // namespace
 
 template <typename T>
-gpuError_t convert_f32(const float* src, T* dst, int64_t n, gpuStream_t stream) {
+gpuError_t convert_f32(const float* src, T* dst, int64_t n, gpuStream_t stream,
+                       unsigned long long* first_non_finite, int64_t index_base) {
   if (n <= 0) return gpuSuccess;
-  convert_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(src, dst, n);
+  convert_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(src, dst, n, first_non_finite,
+                                                            index_base);
   return gpuGetLastError();
 }
 
@@ -191,7 +198,8 @@ gpuError_t gather_rows(const T* x, int64_t hidden, const int32_t* rows, int64_t 
 }
 
 #define TESSERA_ELEMENTWISE_LAUNCHERS(T)                                                        \
-  template gpuError_t convert_f32(const float*, T*, int64_t, gpuStream_t);                      \
+  template gpuError_t convert_f32(const float*, T*, int64_t, gpuStream_t, unsigned long long*,   \
+                                  int64_t);                                                     \
   template gpuError_t fill_uniform(T*, int64_t, uint64_t, float, float, gpuStream_t);           \
   template gpuError_t embedding(const T*, int64_t, int64_t, const int32_t*, int64_t, float, T*, \
                                 gpuStream_t);                                                   \

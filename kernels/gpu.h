@@ -207,6 +207,14 @@ template <typename T>
 __device__ __forceinline__ T from_float(float v) {
   return Element<T>::from_float(v);
 }
+// The weight check at load (dequant.cu's conversion, convert_f32): lowers *first_bad to `index`
+// when `v`, an element just converted, is NaN or infinite. Only bad elements touch the atomic, so
+// a finite tensor costs a compare per element.
+template <typename T>
+__device__ __forceinline__ void note_non_finite(T v, unsigned long long index,
+                                                unsigned long long* first_bad) {
+  if ((__float_as_uint(to_float(v)) & 0x7f800000u) == 0x7f800000u) atomicMin(first_bad, index);
+}
 // Expands X(T) once per element type: the explicit instantiations of a kernel family's
 // launchers, so that every family is built for the same two types and no others.
 #define TESSERA_FOR_EACH_ELEMENT_TYPE(X) X(gpu_bf16) X(gpu_f16)

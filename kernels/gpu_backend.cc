@@ -21,6 +21,22 @@ T* elements(const Tensor& t) {
   return static_cast<T*>(t.data);
 }
 
+// The stored-order index of element `hf_element` of read_f32's output (HF layout): they differ
+// only for GGUF's permuted q/k rows, where HF row h * d + t * d / 2 + j is stored row
+// h * d + 2j + t (the inverse of qk_unpermuted_row).
+int64_t stored_element(const RawTensor& t, int64_t hf_element) {
+  if (!t.qk_permuted || t.qk_head_dim <= 0 || t.info.shape.empty() || t.info.shape[0] <= 0) {
+    return hf_element;
+  }
+  int64_t numel = 1;
+  for (int64_t d : t.info.shape) numel *= d;
+  const int64_t row_elems = numel / t.info.shape[0];
+  const int64_t hf_row = hf_element / row_elems, d = t.qk_head_dim;
+  const int64_t r = hf_row % d;
+  const int64_t stored_row = hf_row / d * d + 2 * (r % (d / 2)) + r / (d / 2);
+  return stored_row * row_elems + hf_element % row_elems;
+}
+
 // upload_step's int32 arrays: token ids, positions, slots and sequence of each token; query
 // starts (seqs + 1), context lengths, and the prefill and decode sequence lists (seqs together);
 // logit rows; block tables.
@@ -75,6 +91,7 @@ absl::Status GpuBackend::init() {
   GPU_CHECK(gpuEventCreateWithFlags(&graph_step_mem_.copied, gpuEventDisableTiming));
   GPU_CHECK(gpuEventCreateWithFlags(&hop_done_, gpuEventDisableTiming));
   GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&scratch_), kScratchFloats * sizeof(float)));
+  GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&first_non_finite_), sizeof(unsigned long long)));
   if (absl::Status s = gpu::Gemm::create(&gemm_); !s.ok()) return s;
   auto tunable = gpu::GpuTunableGemm::create(device_);
   if (!tunable.ok()) return tunable.status();
@@ -89,6 +106,7 @@ GpuBackend::~GpuBackend() {
   tunable_gemm_.reset();
   gemm_.reset();
   if (scratch_ != nullptr) (void)gpuFree(scratch_);
+  if (first_non_finite_ != nullptr) (void)gpuFree(first_non_finite_);
   if (decode_part_ != nullptr) (void)gpuFree(decode_part_);
   for (StepMemory* mem : {&step_mem_, &graph_step_mem_}) {
     free_step_memory(*mem);
@@ -156,7 +174,20 @@ absl::Status GpuBackend::ensure_pinned(size_t bytes) {
   return absl::OkStatus();
 }
 
-absl::Status GpuBackend::upload(const float* src, int64_t n, const Tensor& dst) {
+absl::Status GpuBackend::arm_weight_check() {
+  GPU_CHECK(gpuMemsetAsync(first_non_finite_, 0xff, sizeof(unsigned long long), stream_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> GpuBackend::read_weight_check() {
+  unsigned long long first = 0;
+  GPU_CHECK(gpuMemcpyAsync(&first, first_non_finite_, sizeof(first), gpuMemcpyDeviceToHost,
+                           stream_));
+  GPU_CHECK(gpuStreamSynchronize(stream_));
+  return first == ~0ull ? int64_t{-1} : static_cast<int64_t>(first);
+}
+
+absl::Status GpuBackend::upload(const float* src, int64_t n, const Tensor& dst, bool check) {
   if (dst.numel() != n) {
     return absl::InvalidArgumentError(str_cat(name_, ": upload of ", n, " values into a tensor of ",
                                               dst.numel()));
@@ -173,7 +204,8 @@ absl::Status GpuBackend::upload(const float* src, int64_t n, const Tensor& dst) 
     GPU_CHECK(gpuMemcpyAsync(scratch_, src + done, count * sizeof(float), gpuMemcpyHostToDevice,
                              stream_));
     GPU_CHECK(launch_as(dst.dtype, [&]<typename T>() {
-      return gpu::convert_f32(scratch_, elements<T>(dst) + done, count, stream_);
+      return gpu::convert_f32(scratch_, elements<T>(dst) + done, count, stream_,
+                              check ? first_non_finite_ : nullptr, done);
     }));
     done += count;
   }
@@ -195,12 +227,24 @@ absl::Status GpuBackend::load_weight(const WeightSource& weights, std::string_vi
   if (absl::Status s = ensure_pinned(n * sizeof(float)); !s.ok()) return s;
   // The previous tensor's chunks may still be in flight from the pinned buffer.
   GPU_CHECK(gpuStreamSynchronize(stream_));
+  // read_f32 checks the fp32 values; rounding them to 16 bits is checked here (a finite F64 or
+  // integer value past fp16's range becomes inf).
   if (absl::Status s = weights.read_f32(name, shape, std::span<float>(pinned_, n)); !s.ok()) {
     return s;
   }
-  if (absl::Status s = upload(pinned_, static_cast<int64_t>(n), dst); !s.ok()) return s;
+  const bool check = dst.dtype != DType::kF32;
+  if (check) {
+    if (absl::Status s = arm_weight_check(); !s.ok()) return s;
+  }
+  if (absl::Status s = upload(pinned_, static_cast<int64_t>(n), dst, check); !s.ok()) return s;
   GPU_CHECK(gpuStreamSynchronize(stream_));
-  return absl::OkStatus();
+  if (!check) return absl::OkStatus();
+  absl::StatusOr<int64_t> bad = read_weight_check();
+  if (!bad.ok() || *bad < 0) return bad.status();
+  absl::StatusOr<RawTensor> raw = weights.raw(name);
+  if (!raw.ok()) return raw.status();
+  return non_finite_weight_error(str_cat(weights.path(), ": tensor '", name, "'"), *raw,
+                                 stored_element(*raw, *bad), dst.dtype);
 }
 
 absl::StatusOr<bool> GpuBackend::load_weight_on_device(const WeightSource& weights,
@@ -239,6 +283,7 @@ absl::StatusOr<bool> GpuBackend::load_weight_on_device(const WeightSource& weigh
   }
   uint8_t* pinned = reinterpret_cast<uint8_t*>(pinned_);
   uint8_t* staged = reinterpret_cast<uint8_t*>(scratch_);
+  if (absl::Status s = arm_weight_check(); !s.ok()) return s;
   for (int64_t first = 0; first < n_blocks; first += chunk_blocks) {
     const int64_t count = std::min(chunk_blocks, n_blocks - first);
     const size_t bytes = static_cast<size_t>(count * block_bytes);
@@ -247,11 +292,18 @@ absl::StatusOr<bool> GpuBackend::load_weight_on_device(const WeightSource& weigh
     std::memcpy(pinned, raw->data + first * block_bytes, bytes);
     GPU_CHECK(gpuMemcpyAsync(staged, pinned, bytes, gpuMemcpyHostToDevice, stream_));
     GPU_CHECK(launch_as(dst.dtype, [&]<typename T>() {
-      const gpu::DequantTarget<T> target{elements<T>(dst), row_elems, head_dim};
+      const gpu::DequantTarget<T> target{elements<T>(dst), row_elems, head_dim,
+                                         first_non_finite_};
       return gpu::dequantize(raw->info.dtype, staged, first, count, target, stream_);
     }));
   }
-  GPU_CHECK(gpuStreamSynchronize(stream_));
+  // Drains the stream, then the one read of the check for this tensor.
+  absl::StatusOr<int64_t> bad = read_weight_check();
+  if (!bad.ok()) return bad.status();
+  if (*bad >= 0) {
+    return non_finite_weight_error(str_cat(weights.path(), ": tensor '", name, "'"), *raw, *bad,
+                                   dst.dtype);
+  }
   return true;
 }
 

@@ -80,13 +80,20 @@ class GpuBackend final : public Backend {
   // without it the driver stages peer copies through host memory.
   void enable_peer_access(int peer);
   // Host fp32 -> device `dst` (fp32, bf16 or fp16) through the pinned staging and f32 scratch
-  // buffers.
-  absl::Status upload(const float* src, int64_t n, const Tensor& dst);
+  // buffers. `check`: the conversion to 16 bits also runs the weight check (arm_weight_check
+  // first, read_weight_check after).
+  absl::Status upload(const float* src, int64_t n, const Tensor& dst, bool check = false);
+  // The weight check's device word: set to "none found" before a tensor's conversion, read (one
+  // 8-byte copy, after the stream has drained) once after it: the first non-finite element's
+  // index, or -1.
+  absl::Status arm_weight_check();
+  absl::StatusOr<int64_t> read_weight_check();
   absl::Status ensure_pinned(size_t bytes);
   // load_weight's device path for a bf16 or fp16 `dst`: the stored bytes of `name` (a type that
   // gpu::dequantizes_on_device, shaped as `dst`) go up in chunks through the pinned staging and
-  // the scratch, and are converted on the GPU. False, having done nothing, for any other tensor
-  // (the host path converts it then).
+  // the scratch, and are converted on the GPU, which checks every converted element is finite
+  // (an error naming the tensor and the first one that is not). False, having done nothing, for
+  // any other tensor (the host path converts it then).
   absl::StatusOr<bool> load_weight_on_device(const WeightSource& weights, std::string_view name,
                                              const Tensor& dst);
   // Grows the split-KV decode partials (fp32) to at least `floats`.
@@ -132,6 +139,7 @@ class GpuBackend final : public Backend {
   float* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
   float* scratch_ = nullptr;
+  unsigned long long* first_non_finite_ = nullptr;  // the weight check's word (device memory)
   static constexpr size_t kScratchFloats = size_t{8} << 20;  // 32 MiB
 
   // Eager steps' metadata (moves when it grows) and graph steps' (growing it bumps

@@ -37,9 +37,12 @@ struct DeviceStep {
 };
 
 // elementwise.cu, for T = gpu_bf16 and gpu_f16 (gpu.h's element types).
-// dst[i] = src[i] rounded to T (to nearest even).
+// dst[i] = src[i] rounded to T (to nearest even). With `first_non_finite` (device memory) set,
+// each dst[i] that is NaN or infinite lowers it (atomicMin) to index_base + i: the weight check
+// of load_weight's host path.
 template <typename T>
-gpuError_t convert_f32(const float* src, T* dst, int64_t n, gpuStream_t stream);
+gpuError_t convert_f32(const float* src, T* dst, int64_t n, gpuStream_t stream,
+                       unsigned long long* first_non_finite = nullptr, int64_t index_base = 0);
 // dst[i] = uniform in [lo, hi), from (seed, i): benchmark inputs without a host round trip.
 template <typename T>
 gpuError_t fill_uniform(T* dst, int64_t n, uint64_t seed, float lo, float hi, gpuStream_t stream);

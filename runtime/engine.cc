@@ -64,6 +64,7 @@ absl::StatusOr<RequestHandle> Engine::submit(std::shared_ptr<Request> request) {
   RequestHandle handle{std::move(request), std::make_shared<OutputStream>()};
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!fault_.ok()) return fault_;
     if (!admitting_ || stopping_) return absl::UnavailableError("the server is draining: not accepting new requests");
     if (queued_.load() >= config_.max_queue) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -90,6 +91,39 @@ void Engine::reset_prefix_cache(std::function<void(int32_t dropped)> done) {
     return;
   }
   wake_.notify_one();
+}
+
+absl::Status Engine::fault() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fault_;
+}
+
+void Engine::set_fault_listener(std::function<void(const absl::Status&)> listener) {
+  fault_listener_ = std::move(listener);
+}
+
+void Engine::declare_fault(int32_t token) {
+  if (faulted_ || fault_handled_) return;
+  faulted_ = true;
+  fault_reason_ =
+      token < 0 ? absl::StrCat("sampling gave token id ", token,
+                               ": the model's logits are not finite (NaN or inf)")
+                : absl::StrCat("sampling gave token id ", token, ", outside the vocabulary [0, ",
+                               model_.vocab_size(), ")");
+  std::lock_guard<std::mutex> lock(mu_);
+  fault_ = absl::UnavailableError(absl::StrCat(
+      "model fault: ", fault_reason_, "; the model serves no more requests until restarted"));
+}
+
+void Engine::stop_after_fault() {
+  faulted_ = false;
+  fault_handled_ = true;
+  const absl::Status status = fault();
+  spdlog::error("{}", std::string(status.message()));
+  // Whatever was submitted before the fault is answered with it too.
+  take_new_requests();
+  fail_all(status);
+  if (fault_listener_) fault_listener_(status);
 }
 
 void Engine::start() {
@@ -222,6 +256,7 @@ bool Engine::step() {
     return true;
   }
   update(chunks, *samples, start, report);
+  if (faulted_) stop_after_fault();
   publish_stats();
   return true;
 }
@@ -273,11 +308,13 @@ void Engine::update(const std::vector<ScheduledChunk>& chunks,
     if (!c.samples) continue;
     const SampleResult& sample = samples[row++];
     // Either sampler answers -1 for non-finite logits; nothing outside the vocabulary may become
-    // the next step's input.
+    // the next step's input, and the model that gave it is faulted (see fault()).
     if (sample.token < 0 || sample.token >= model_.vocab_size()) {
+      declare_fault(sample.token);
       finish(seq, FinishReason::kError,
-             absl::InternalError(absl::StrCat("sampling gave token id ", sample.token,
-                                              ", outside the vocabulary (non-finite logits?)")));
+             absl::InternalError(absl::StrCat("model fault on this request: ", fault_reason_,
+                                              "; the model serves no more requests until "
+                                              "restarted")));
       continue;
     }
     seq->tokens.push_back(sample.token);

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -91,6 +92,16 @@ class Engine {
   // so that a caller on an event loop (the admin listener) never blocks waiting for it.
   void reset_prefix_cache(std::function<void(int32_t dropped)> done);
 
+  // The model fault: set when a step's sampling gives a token outside the vocabulary -- the
+  // samplers answer -1 for logits that are not finite (NaN or inf), which later steps of the same
+  // model would only repeat. The engine then serves nothing more: the requests that sampled it
+  // fail INTERNAL, every other one in flight and every later submit() UNAVAILABLE, all saying
+  // why. OK while the model is healthy. Any thread.
+  absl::Status fault() const;
+  // Called once, on the engine thread, with fault() once it is set (the daemon takes readiness
+  // and health to NOT_SERVING). Set before start().
+  void set_fault_listener(std::function<void(const absl::Status&)> listener);
+
   const EngineStats& stats() const { return stats_; }
   // Reports steps, token latencies and finished requests to `observer` (not owned; set before
   // start()).
@@ -114,6 +125,10 @@ class Engine {
   // Sends the request its last message and frees the sequence.
   void finish(Sequence* seq, FinishReason reason, absl::Status status, RequestOutput out = {});
   void fail_all(const absl::Status& status);
+  // A sampled token outside the vocabulary: the model fault (see fault()). The first one sets it;
+  // the step's end (stop_after_fault) fails everything else.
+  void declare_fault(int32_t token);
+  void stop_after_fault();
   void publish_stats();
 
   ForwardModel& model_;
@@ -137,6 +152,8 @@ class Engine {
   std::atomic<int64_t> in_flight_{0};  // inbox + waiting + running
   bool admitting_ = true;
   bool stopping_ = false;
+  absl::Status fault_;  // OK until the model fault
+  std::function<void(const absl::Status&)> fault_listener_;
   std::thread thread_;
 
   // Engine thread only.
@@ -146,6 +163,9 @@ class Engine {
   std::vector<Sequence*> running_;
   StepBatch batch_;
   std::vector<RowSampler> row_samplers_;  // [logit rows] who samples each row of the step
+  bool faulted_ = false;                  // fault_ is set; stop_after_fault has not run yet
+  std::string fault_reason_;              // what the fault was, once there is one
+  bool fault_handled_ = false;            // stop_after_fault ran
 };
 
 }  // namespace tessera

@@ -155,6 +155,13 @@ absl::Status Daemon::load_model() {
   model_ = *std::move(model);
   const tessera::v1::ModelInfo& model_info = model_->info();
   model_->engine().set_observer(&metrics_);
+  // A model fault (non-finite logits; the engine logs it) is final: readiness and health go
+  // NOT_SERVING with its reason, and Generation answers UNAVAILABLE with it (the engine refuses
+  // requests itself too).
+  model_->engine().set_fault_listener([this](const absl::Status& fault) {
+    readiness_.set_faulted(std::string(fault.message()));
+    state_.set_fault(std::string(fault.message()));
+  });
   metrics_.set_engine_stats(&model_->engine().stats(), model_info.backend());
   metrics_.set_model_info({model_->id(), model_info.architecture(), model_info.dtype(),
                            model_info.backend(), model_info.max_model_len()});

@@ -317,6 +317,7 @@ absl::StatusOr<SubmittedRequest> submit_generate(const GenerateRequest& request,
   if (state.phase() == Phase::kDraining) {
     return absl::UnavailableError("the server is draining: not accepting new requests");
   }
+  if (state.phase() == Phase::kFaulted) return absl::UnavailableError(state.fault_reason());
   if (state.phase() == Phase::kWarmingUp) {
     return absl::UnavailableError(
         "the server is tuning GEMMs before serving: retry when health reports SERVING");

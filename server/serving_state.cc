@@ -9,6 +9,7 @@ const char* phase_name(Phase phase) {
     case Phase::kLoading: return "loading";
     case Phase::kWarmingUp: return "warming_up";
     case Phase::kServing: return "serving";
+    case Phase::kFaulted: return "faulted";
     case Phase::kDraining: return "draining";
   }
   return "unknown";
@@ -25,6 +26,23 @@ bool ServingState::advance(Phase from, Phase to) {
   if (!phase_.compare_exchange_strong(from, to, std::memory_order_acq_rel)) return false;
   publish_health();
   return true;
+}
+
+void ServingState::set_fault(std::string reason) {
+  {
+    std::lock_guard<std::mutex> lock(fault_mu_);
+    if (fault_reason_.empty()) fault_reason_ = std::move(reason);
+  }
+  Phase current = phase();
+  while (current != Phase::kDraining && current != Phase::kFaulted) {
+    if (phase_.compare_exchange_weak(current, Phase::kFaulted, std::memory_order_acq_rel)) break;
+  }
+  publish_health();
+}
+
+std::string ServingState::fault_reason() const {
+  std::lock_guard<std::mutex> lock(fault_mu_);
+  return fault_reason_;
 }
 
 void ServingState::attach_health(grpc::HealthCheckServiceInterface* health) {

@@ -1,12 +1,15 @@
-// Where the daemon is in its life (loading -> [warming up ->] serving -> draining), mirrored
-// into the standard grpc.health.v1 service for "" and "tessera.v1.Generation": SERVING only
-// while serving. Warming up (tuning mode warmup) is the GEMM warmup before serving: the model is
-// loaded, Generation still answers UNAVAILABLE. Also holds the served model once it is loaded.
+// Where the daemon is in its life (loading -> [warming up ->] serving -> [faulted ->] draining),
+// mirrored into the standard grpc.health.v1 service for "" and "tessera.v1.Generation": SERVING
+// only while serving. Warming up (tuning mode warmup) is the GEMM warmup before serving: the
+// model is loaded, Generation still answers UNAVAILABLE. Faulted: the loaded model failed at run
+// time (the engine's model fault: non-finite logits) and serves nothing until tesserad restarts;
+// Generation answers UNAVAILABLE with the reason. Also holds the served model once it is loaded.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string>
 
 #include "absl/status/status.h"
 #include "server/metrics/tessera_metrics.h"
@@ -18,7 +21,7 @@ class HealthCheckServiceInterface;
 
 namespace tessera::server {
 
-enum class Phase { kLoading, kWarmingUp, kServing, kDraining };
+enum class Phase { kLoading, kWarmingUp, kServing, kFaulted, kDraining };
 const char* phase_name(Phase phase);
 
 inline constexpr const char* kGenerationServiceName = "tessera.v1.Generation";
@@ -33,6 +36,12 @@ class ServingState {
   // set_phase(to) only while the phase is `from` (a drain that began meanwhile stays); whether
   // it moved.
   bool advance(Phase from, Phase to);
+  // The model fault: phase kFaulted (from loading, warming up or serving; a drain stays a drain)
+  // with `reason` (the engine's "model fault: ...") kept for the UNAVAILABLE that answers every
+  // request from now on. Final for the process; the first reason set is kept.
+  void set_fault(std::string reason);
+  // Empty until set_fault.
+  std::string fault_reason() const;
   // The server's health service (after the server is built); receives the current phase now.
   void attach_health(grpc::HealthCheckServiceInterface* health);
 
@@ -55,6 +64,8 @@ class ServingState {
   std::atomic<Phase> phase_{Phase::kLoading};
   std::atomic<ServedModel*> model_{nullptr};
   std::atomic<TesseraMetrics*> metrics_{nullptr};
+  mutable std::mutex fault_mu_;
+  std::string fault_reason_;
   std::mutex health_mu_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;
   std::chrono::steady_clock::time_point started_;

@@ -3,6 +3,8 @@
 // quant), so results match gguf-py / ggml bit for bit on the same inputs.
 #include "runtime/model_io/dequant.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/half.h"
@@ -291,7 +293,23 @@ absl::StatusOr<size_t> dtype_nbytes(DType type, int64_t n_elements) {
   return bytes;
 }
 
-absl::Status dequantize_f32(DType type, std::span<const uint8_t> src, std::span<float> out) {
+namespace {
+
+// Index of the first non-finite value in `v`, or -1.
+int64_t first_non_finite(std::span<const float> v) {
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (!std::isfinite(v[k])) return static_cast<int64_t>(k);
+  }
+  return -1;
+}
+
+// Plain elements are converted (and checked) in runs of this many, so that a run is still in
+// cache when it is checked.
+constexpr size_t kPlainRun = 4096;
+
+// dequantize_f32, checking for non-finite outputs when `check`: the first one's index, or -1.
+absl::StatusOr<int64_t> convert(DType type, std::span<const uint8_t> src, std::span<float> out,
+                                bool check) {
   const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(type));
   if (traits == nullptr || !traits->dequantizable) {
     const std::string name =
@@ -305,17 +323,47 @@ absl::Status dequantize_f32(DType type, std::span<const uint8_t> src, std::span<
     return absl::InvalidArgumentError(str_cat(out.size(), " elements of ", traits->name, " need ",
                                               *want, " bytes, got ", src.size()));
   }
-  if (convert_plain_type(type, src.data(), out.size(), out.data())) return absl::OkStatus();
   const BlockFn fn = block_fn(type);
   if (fn == nullptr) {
-    return absl::InternalError(
-        str_cat("dtype ", traits->name, " is marked dequantizable but has no converter"));
+    if (traits->block_elems != 1) {
+      return absl::InternalError(
+          str_cat("dtype ", traits->name, " is marked dequantizable but has no converter"));
+    }
+    for (size_t done = 0; done < out.size(); done += kPlainRun) {
+      const size_t n = std::min(kPlainRun, out.size() - done);
+      if (!convert_plain_type(type, src.data() + done * traits->block_bytes, n,
+                              out.data() + done)) {
+        return absl::InternalError(
+            str_cat("dtype ", traits->name, " is marked dequantizable but has no converter"));
+      }
+      if (!check) continue;
+      if (const int64_t bad = first_non_finite(out.subspan(done, n)); bad >= 0) {
+        return static_cast<int64_t>(done) + bad;
+      }
+    }
+    return -1;
   }
   const size_t n_blocks = out.size() / traits->block_elems;
   for (size_t blk = 0; blk < n_blocks; ++blk) {
-    fn(src.data() + blk * traits->block_bytes, out.data() + blk * traits->block_elems);
+    float* y = out.data() + blk * traits->block_elems;
+    fn(src.data() + blk * traits->block_bytes, y);
+    if (!check) continue;
+    if (const int64_t bad = first_non_finite({y, traits->block_elems}); bad >= 0) {
+      return static_cast<int64_t>(blk * traits->block_elems) + bad;
+    }
   }
-  return absl::OkStatus();
+  return -1;
+}
+
+}  // namespace
+
+absl::Status dequantize_f32(DType type, std::span<const uint8_t> src, std::span<float> out) {
+  return convert(type, src, out, /*check=*/false).status();
+}
+
+absl::StatusOr<int64_t> dequantize_f32_checked(DType type, std::span<const uint8_t> src,
+                                               std::span<float> out) {
+  return convert(type, src, out, /*check=*/true);
 }
 
 }  // namespace tessera

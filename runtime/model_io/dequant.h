@@ -22,4 +22,12 @@ absl::StatusOr<size_t> dtype_nbytes(DType type, int64_t n_elements);
 // is a multiple of the block size) can be converted on its own.
 absl::Status dequantize_f32(DType type, std::span<const uint8_t> src, std::span<float> out);
 
+// dequantize_f32 that also finds the first element of `out` that is NaN or infinite: each block
+// (or run of plain elements) is checked as it is written, while it is in cache, so the check
+// costs no second pass over the tensor. Returns that element's index in `out` (conversion stops
+// there: the rest of `out` is unspecified), or -1 when every element is finite; errors as
+// dequantize_f32's.
+absl::StatusOr<int64_t> dequantize_f32_checked(DType type, std::span<const uint8_t> src,
+                                               std::span<float> out);
+
 }  // namespace tessera

@@ -4,8 +4,12 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "runtime/model_io/byte_ranges.h"
 #include "runtime/model_io/mapped_file.h"
 #include "base/str_cat.h"
 
@@ -227,7 +231,7 @@ class GgufParser {
     for (const GgufTensorInfo& t : f_.tensors_) {
       if (absl::Status st = check_tensor_bounds(t); !st.ok()) return st;
     }
-    return absl::OkStatus();
+    return check_no_shared_bytes();
   }
 
  private:
@@ -508,7 +512,7 @@ class GgufParser {
     return absl::OkStatus();
   }
 
-  // Tensors may overlap (the format does not forbid sharing bytes), but must lie in the file.
+  // Tensors must lie in the file.
   absl::Status check_tensor_bounds(const GgufTensorInfo& t) const {
     const uint64_t avail = size_ - f_.data_offset_;
     if (t.offset > avail || t.nbytes > avail - t.offset) {
@@ -517,6 +521,23 @@ class GgufParser {
                           f_.data_offset_, " runs past the end of the file (", size_, " bytes)"));
     }
     return absl::OkStatus();
+  }
+
+  // No two tensors share a byte (the format does not say they may not, but llama.cpp's writers
+  // never do it, and a header that does is corrupt or hostile: two weights read one another's
+  // bytes).
+  absl::Status check_no_shared_bytes() const {
+    std::vector<ByteRange> ranges;
+    ranges.reserve(f_.tensors_.size());
+    for (const GgufTensorInfo& t : f_.tensors_) ranges.push_back({t.offset, t.offset + t.nbytes});
+    const std::optional<std::pair<size_t, size_t>> overlap = find_overlap(ranges);
+    if (!overlap.has_value()) return absl::OkStatus();
+    const GgufTensorInfo& a = f_.tensors_[overlap->first];
+    const GgufTensorInfo& b = f_.tensors_[overlap->second];
+    return fail("tensor", b.name,
+                str_cat("data [", b.offset, ", ", b.offset + b.nbytes, ") overlaps tensor '",
+                        a.name, "' at [", a.offset, ", ", a.offset + a.nbytes,
+                        "): tensors must not share bytes"));
   }
 
   GgufFile& f_;

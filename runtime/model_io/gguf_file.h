@@ -4,8 +4,8 @@
 // Every check a hostile file could trip is done in open(), so that the getters and
 // tensor_bytes() never read outside the file: truncation, lengths and counts larger than the bytes
 // left, unknown value or tensor types, bad dims, element/byte-count overflow, misaligned or
-// out-of-bounds tensor offsets, duplicate keys or tensor names. Errors name the file and the key or
-// tensor.
+// out-of-bounds tensor offsets, tensors that share bytes, duplicate keys or tensor names. Errors
+// name the file and the key or tensor (both tensors, for shared bytes).
 #pragma once
 
 #include <cstddef>

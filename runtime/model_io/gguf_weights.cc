@@ -99,12 +99,16 @@ absl::Status GgufWeights::read_f32(std::string_view hf_name,
     return st;
   }
   const std::span<const uint8_t> bytes = gguf_->tensor_bytes(info);
-  if (e->qk_heads == 0) {
-    if (absl::Status st = dequantize_f32(info.dtype, bytes, out); !st.ok()) {
-      return absl::Status(st.code(), str_cat(where, ": ", st.message()));
-    }
-    return absl::OkStatus();
-  }
+  // A non-finite element (stored, or from a block's arithmetic) fails the load, found as each
+  // block is converted; `first` counts stored elements before the converted span.
+  auto check = [&](const absl::StatusOr<int64_t>& bad, int64_t first) -> absl::Status {
+    if (!bad.ok()) return absl::Status(bad.status().code(), str_cat(where, ": ", bad.status().message()));
+    if (*bad < 0) return absl::OkStatus();
+    absl::StatusOr<RawTensor> r = raw(hf_name);
+    if (!r.ok()) return r.status();
+    return non_finite_weight_error(where, *r, first + *bad, DType::kF32);
+  };
+  if (e->qk_heads == 0) return check(dequantize_f32_checked(info.dtype, bytes, out), 0);
   // Q/K: convert stored row by stored row into the HF row it holds, so no second full-size
   // buffer is needed. Quant blocks never straddle rows of a matrix (GgufFile checks that ne[0],
   // the row length, is a multiple of the block size).
@@ -114,9 +118,11 @@ absl::Status GgufWeights::read_f32(std::string_view hf_name,
   const int64_t head_dim = rows / e->qk_heads;
   for (int64_t s = 0; s < rows; ++s) {
     const int64_t dst = qk_unpermuted_row(s, head_dim);
-    absl::Status st = dequantize_f32(info.dtype, bytes.subspan(s * row_bytes, row_bytes),
-                                     out.subspan(dst * row_elems, row_elems));
-    if (!st.ok()) return absl::Status(st.code(), str_cat(where, ": ", st.message()));
+    absl::Status st =
+        check(dequantize_f32_checked(info.dtype, bytes.subspan(s * row_bytes, row_bytes),
+                                     out.subspan(dst * row_elems, row_elems)),
+              s * static_cast<int64_t>(row_elems));
+    if (!st.ok()) return st;
   }
   return absl::OkStatus();
 }

@@ -4,9 +4,13 @@
 #include <exception>
 #include <limits>
 #include <set>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
+#include "runtime/model_io/byte_ranges.h"
 #include "runtime/model_io/mapped_file.h"
 #include "base/str_cat.h"
 
@@ -165,6 +169,18 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std
     }
   } catch (const std::exception& e) {
     return absl::InternalError(str_cat(path, ": reading header: ", e.what()));
+  }
+  // No two tensors may share bytes (the reference implementation refuses that too).
+  std::vector<ByteRange> ranges;
+  ranges.reserve(f->tensors_.size());
+  for (const SafetensorsTensor& t : f->tensors_) ranges.push_back({t.begin, t.begin + t.nbytes});
+  if (const std::optional<std::pair<size_t, size_t>> overlap = find_overlap(ranges)) {
+    const SafetensorsTensor& a = f->tensors_[overlap->first];
+    const SafetensorsTensor& b = f->tensors_[overlap->second];
+    return absl::InvalidArgumentError(
+        str_cat(path, ": tensor '", b.name, "': data_offsets [", b.begin, ", ", b.begin + b.nbytes,
+                "] overlap tensor '", a.name, "' at [", a.begin, ", ", a.begin + a.nbytes,
+                "]: tensors must not share bytes"));
   }
   return f;
 }

@@ -2,8 +2,9 @@
 // {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, then the data.
 //
 // open() validates everything a hostile file could lie about (header length against the file
-// size, dtype, shape, offsets inside the data section and consistent with shape * dtype size), so
-// tensor_bytes() never reads outside the file. Errors name the file and the tensor.
+// size, dtype, shape, offsets inside the data section and consistent with shape * dtype size, no
+// two tensors sharing bytes), so tensor_bytes() never reads outside the file. Errors name the file
+// and the tensor (both tensors, for shared bytes).
 #pragma once
 
 #include <cstdint>

@@ -185,11 +185,16 @@ absl::Status SafetensorsWeights::read_f32(std::string_view hf_name,
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = dequantize_f32(e.tensor->dtype, e.file->tensor_bytes(*e.tensor), out);
-      !st.ok()) {
-    return absl::Status(st.code(), str_cat(where, ": ", st.message()));
+  // A non-finite element fails the load, found as the conversion writes it.
+  absl::StatusOr<int64_t> bad =
+      dequantize_f32_checked(e.tensor->dtype, e.file->tensor_bytes(*e.tensor), out);
+  if (!bad.ok()) {
+    return absl::Status(bad.status().code(), str_cat(where, ": ", bad.status().message()));
   }
-  return absl::OkStatus();
+  if (*bad < 0) return absl::OkStatus();
+  absl::StatusOr<RawTensor> r = raw(hf_name);
+  if (!r.ok()) return r.status();
+  return non_finite_weight_error(where, *r, *bad, DType::kF32);
 }
 
 }  // namespace tessera

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/dtype.h"
 #include "runtime/model_io/model_config.h"
@@ -47,10 +48,20 @@ class WeightSource {
 
   // Reads a tensor as fp32 in HF layout (dequantized, q/k rows un-permuted), after checking that
   // its shape is `expected_shape`; `out` must hold exactly that many elements. Errors name the
-  // file, the tensor, and what was wrong.
+  // file, the tensor, and what was wrong; an element that is NaN or infinite once converted is
+  // one (non_finite_weight_error), found during the conversion itself.
   virtual absl::Status read_f32(std::string_view hf_name, std::span<const int64_t> expected_shape,
                                 std::span<float> out) const = 0;
 };
+
+// The load error for a tensor whose element `element` is not finite once converted to
+// `converted_to` (the dtype it is held in: fp32 for read_f32, the GPU's compute dtype there).
+// `element` counts row-major over the stored rows, as read_f32's conversion and the GPU's walk
+// them (for GGUF's permuted q/k rows that is not the HF row order; the message gives both rows).
+// InvalidArgument: "<where>: element 1234 (row 2, column 10) is NaN; ..." -- where names the file
+// and the tensor -- with the stored value: NaN, inf, or a finite value `converted_to` cannot hold.
+absl::Status non_finite_weight_error(std::string_view where, const RawTensor& tensor,
+                                     int64_t element, DType converted_to);
 
 // Opens a GGUF file, or an HF directory of config.json + *.safetensors (sharded or not).
 absl::StatusOr<std::unique_ptr<WeightSource>> open_weights(const std::string& path);

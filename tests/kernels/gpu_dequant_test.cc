@@ -5,8 +5,12 @@
 // the host's operations without fused multiply-adds, and both roundings are to nearest even), over
 // row counts, chunkings that split rows, the q/k row permutation and row-range destinations;
 // load_weight must give what the host path gives (read_f32, uploaded and rounded on the device)
-// for every type, across several staging chunks, and for every tensor of the default model.
+// for every type, across several staging chunks, and for every tensor of the default model; and
+// it must refuse a weight that is not finite once converted (NaN or inf stored, or a finite value
+// past fp16's range), naming the tensor and the first such element in stored order, on the device
+// path and the host path alike, and a model with a NaN planted in one weight must fail to load.
 // Skips when no GPU is visible.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +33,9 @@
 #include "runtime/model_io/gguf_weights.h"
 #include "base/half.h"
 #include "runtime/model_io/weight_source.h"
+#include "runtime/model_instance.h"
+#include "runtime/model_io/gguf_file.h"
+#include "tests/unit/runtime/planted_weights.h"
 #include "base/str_cat.h"
 
 namespace tessera {
@@ -53,6 +60,21 @@ uint16_t random_finite_half(std::mt19937& rng) {
   uint16_t h = static_cast<uint16_t>(rng());
   if (((h >> 10) & 0x1f) == 0x1f) h &= ~uint16_t{0x4000};  // inf/NaN -> a finite exponent
   return h;
+}
+
+// Random bits of a float format whose exponent field (`exp_bits` wide at `exp_shift`) is moved
+// into [lo, lo + span): a finite value of bounded magnitude.
+template <typename U>
+U with_exponent_in(U v, int exp_shift, U exp_mask, unsigned lo, unsigned span) {
+  const unsigned e = static_cast<unsigned>((v >> exp_shift) & exp_mask);
+  return static_cast<U>((v & ~(exp_mask << exp_shift)) | (U(lo + e % span) << exp_shift));
+}
+
+// A random half below 8 in magnitude (exponent field <= 17): block scales that keep every
+// dequantized value of every type inside fp16's range (the largest product, Q6_K's
+// 8 * 127 * 32, is 32512).
+uint16_t random_small_half(std::mt19937& rng) {
+  return with_exponent_in<uint16_t>(static_cast<uint16_t>(rng()), 10, 0x1f, 0, 18);
 }
 
 void put_u16(uint8_t* p, uint16_t v) {
@@ -87,7 +109,10 @@ std::vector<int> half_fields(DType type) {
 // subnormals and signed zeros included), so that no NaN arises: a NaN's bits after rounding
 // depend on the vendor's conversion, not on the dequantization. Plain F32 starts with
 // rounding cases (ties to even both ways, overflow to inf, subnormals).
-std::vector<uint8_t> random_blocks(DType type, int64_t n_blocks, std::mt19937& rng) {
+// `loadable`: every value also converts to a finite fp16 and bf16 (bounded exponents, scales
+// below 8, no rounding cases), as load_weight's check requires.
+std::vector<uint8_t> random_blocks(DType type, int64_t n_blocks, std::mt19937& rng,
+                                   bool loadable = false) {
   const DTypeTraits& t = traits_of(type);
   std::vector<uint8_t> b(static_cast<size_t>(n_blocks) * t.block_bytes);
   for (uint8_t& x : b) x = static_cast<uint8_t>(rng());
@@ -98,6 +123,7 @@ std::vector<uint8_t> random_blocks(DType type, int64_t n_blocks, std::mt19937& r
         uint32_t v;
         std::memcpy(&v, blk, 4);
         if (((v >> 23) & 0xff) == 0xff) v &= ~uint32_t{0x40000000};
+        if (loadable) v = with_exponent_in<uint32_t>(v, 23, 0xff, 100, 36);  // below 2^9
         std::memcpy(blk, &v, 4);
         break;
       }
@@ -108,19 +134,22 @@ std::vector<uint8_t> random_blocks(DType type, int64_t n_blocks, std::mt19937& r
         uint16_t v;
         std::memcpy(&v, blk, 2);
         if (((v >> 7) & 0xff) == 0xff) v &= ~uint16_t{0x4000};
+        if (loadable) v = with_exponent_in<uint16_t>(v, 7, 0xff, 100, 36);
         put_u16(blk, v);
         break;
       }
       case DType::kQ8_K: {
-        const float d = half_to_float(random_finite_half(rng));
+        const float d = half_to_float(loadable ? random_small_half(rng) : random_finite_half(rng));
         std::memcpy(blk, &d, 4);
         break;
       }
       default:
-        for (int off : half_fields(type)) put_u16(blk + off, random_finite_half(rng));
+        for (int off : half_fields(type)) {
+          put_u16(blk + off, loadable ? random_small_half(rng) : random_finite_half(rng));
+        }
     }
   }
-  if (type == DType::kF32) {
+  if (type == DType::kF32 && !loadable) {
     // bf16's: ties to even both ways, overflow to inf, subnormals. fp16's: ties to even both ways
     // (1 + 2^-11, 1 + 3 * 2^-11), the overflow boundary (65520 -> inf, just below -> 65504), ties
     // at its subnormal end (2^-25 -> 0, 3 * 2^-26 -> 2^-24), its smallest normal.
@@ -134,17 +163,31 @@ std::vector<uint8_t> random_blocks(DType type, int64_t n_blocks, std::mt19937& r
   return b;
 }
 
-// Random doubles or integers for the host-only plain types.
+// Stores `v` as element `i` of a host-only plain type (F64 or a signed integer type).
+void put_host_value(DType type, std::vector<uint8_t>& b, int64_t i, double v) {
+  const size_t size = traits_of(type).block_bytes;
+  uint8_t* p = b.data() + static_cast<size_t>(i) * size;
+  switch (type) {
+    case DType::kF64: std::memcpy(p, &v, 8); break;
+    case DType::kI8: { const int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
+    case DType::kI16: { const int16_t x = static_cast<int16_t>(v); std::memcpy(p, &x, 2); break; }
+    case DType::kI32: { const int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
+    case DType::kI64: { const int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
+    default: ADD_FAILURE() << "not a host-only plain type: " << dtype_name(type);
+  }
+}
+
+// Random doubles in [-3, 3) or integers in fp16's range (every value loads in either dtype) for
+// the host-only plain types.
 std::vector<uint8_t> random_host_type_bytes(DType type, int64_t n, std::mt19937& rng) {
   std::vector<uint8_t> b(static_cast<size_t>(n) * traits_of(type).block_bytes);
   if (type == DType::kF64) {
     std::uniform_real_distribution<double> u(-3.0, 3.0);
-    for (int64_t i = 0; i < n; ++i) {
-      const double v = u(rng);
-      std::memcpy(b.data() + 8 * i, &v, 8);
-    }
+    for (int64_t i = 0; i < n; ++i) put_host_value(type, b, i, u(rng));
   } else {
-    for (uint8_t& x : b) x = static_cast<uint8_t>(rng());
+    const int limit = type == DType::kI8 ? 127 : 30000;
+    std::uniform_int_distribution<int> u(-limit, limit);
+    for (int64_t i = 0; i < n; ++i) put_host_value(type, b, i, u(rng));
   }
   return b;
 }
@@ -417,7 +460,7 @@ TEST_P(GpuDequantTest, LoadWeightMatchesHostPathForEveryType) {
     const int64_t be = static_cast<int64_t>(traits_of(type).block_elems);
     const int64_t cols = 2 * be, plain_rows = 6, qk_rows = 8, qk_head_dim = 4;
     auto bytes = [&](int64_t n_blocks) {
-      return on_device ? random_blocks(type, n_blocks, rng_)
+      return on_device ? random_blocks(type, n_blocks, rng_, /*loadable=*/true)
                        : random_host_type_bytes(type, n_blocks, rng_);
     };
     StoredWeights w;
@@ -453,7 +496,7 @@ TEST_P(GpuDequantTest, LoadWeightMatchesHostPathForEveryType) {
   }
 
   StoredWeights w;
-  w.add("f32", DType::kF32, {4, 64}, random_blocks(DType::kF32, 4 * 64, rng_));
+  w.add("f32", DType::kF32, {4, 64}, random_blocks(DType::kF32, 4 * 64, rng_, /*loadable=*/true));
   auto buf = gpu_->allocate(4 * 64 * sizeof(float));
   ASSERT_TRUE(buf.ok());
   const Tensor dst(buf->data(), DType::kF32, {4, 64});
@@ -488,8 +531,9 @@ TEST_P(GpuDequantTest, LoadWeightAcrossStagingChunks) {
     SCOPED_TRACE(dtype_name(c.type));
     const int64_t be = static_cast<int64_t>(traits_of(c.type).block_elems);
     StoredWeights w;
-    w.add("big", c.type, {c.rows, c.cols}, random_blocks(c.type, c.rows * c.cols / be, rng_),
-          c.head_dim);
+    std::vector<uint8_t> stored = random_blocks(c.type, c.rows * c.cols / be, rng_,
+                                                /*loadable=*/true);
+    w.add("big", c.type, {c.rows, c.cols}, stored, c.head_dim);
     const size_t bytes = static_cast<size_t>((c.rows + 2) * c.cols) * 2;
     DeviceBuffer got_buf = poisoned(bytes), want_buf = poisoned(bytes);
     const Tensor got(got_buf.data(), dtype_, {c.rows + 2, c.cols});
@@ -500,7 +544,106 @@ TEST_P(GpuDequantTest, LoadWeightAcrossStagingChunks) {
     const Mismatch m =
         compare_bits(download_bits(got.data, got.numel()), download_bits(want.data, want.numel()));
     EXPECT_EQ(m.count, 0) << describe(m, c.cols);
+
+    // A NaN block in the last chunk and another later in it: the check reports the first, by
+    // stored element, although the rows are permuted and the chunks converted separately.
+    const int64_t n_blocks = c.rows * c.cols / be;
+    const int64_t bad_block = n_blocks - 1000, later_block = n_blocks - 10;
+    const size_t block_bytes = traits_of(c.type).block_bytes;
+    for (int64_t b : {later_block, bad_block}) {
+      const uint16_t nan16 = 0x7e00;
+      const uint32_t nan32 = 0x7fc00000u;
+      if (c.type == DType::kF32) {
+        std::memcpy(stored.data() + b * block_bytes, &nan32, 4);
+      } else {
+        std::memcpy(stored.data() + b * block_bytes, &nan16, 2);  // Q8_0's scale
+      }
+    }
+    w.add("big", c.type, {c.rows, c.cols}, stored, c.head_dim);
+    const int64_t bad = bad_block * be;
+    const absl::Status st = gpu_->load_weight(w, "big", got.rows(1, c.rows));
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_THAT(std::string(st.message()),
+                ::testing::HasSubstr(str_cat("tensor 'big': element ", bad, " (row ", bad / c.cols,
+                                             ", column ", bad % c.cols, " as stored; HF row ",
+                                             qk_unpermuted_row(bad / c.cols, c.head_dim))));
+    EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("is NaN"));
   }
+}
+
+// A stored NaN or inf in any device type, or a finite value past fp16's range, fails load_weight
+// naming the tensor and the first bad element in stored order with its value; the same tensor
+// loads into bf16, which holds that value. The host path (F64, integers) checks its rounding
+// to 16 bits the same way, stored order included for permuted q/k rows. After a refusal the
+// next tensor loads: the check is per tensor.
+TEST_P(GpuDequantTest, LoadWeightRefusesNonFiniteWeightsNamingTheElement) {
+  using ::testing::HasSubstr;
+  const int64_t rows = 8, cols = 512, n = rows * cols;
+  DeviceBuffer buf = poisoned(static_cast<size_t>(n) * 2);
+  const Tensor dst(buf.data(), dtype_, {rows, cols});
+  auto load_error = [&](const StoredWeights& w) {
+    const absl::Status st = gpu_->load_weight(w, "w", dst);
+    return st.ok() ? std::string("loaded") : std::string(st.message());
+  };
+  struct Plant {
+    DType type;
+    int64_t element;        // the first element the planted field makes non-finite
+    size_t byte;            // where the field is, in the stored bytes
+    std::vector<uint8_t> field;
+    const char* value;      // as the error gives it
+  };
+  const std::vector<Plant> plants = {
+      {DType::kF32, 1000, 4000, {0x00, 0x00, 0xc0, 0x7f}, "is NaN"},
+      {DType::kF16, 77, 154, {0x00, 0x7c}, "is +inf"},
+      {DType::kBF16, 4095, 8190, {0x80, 0xff}, "is -inf"},
+      {DType::kQ8_0, 3 * 32, 3 * 34, {0x00, 0x7e}, "is NaN"},     // block 3's scale
+      {DType::kQ4_K, 256, 144, {0x00, 0x7c}, "of Q4_K"},          // block 1's d: inf * q
+      {DType::kF32, 5, 20, {0x00, 0xb8, 0x88, 0x47}, "is 70000"},  // finite: fp16 only
+  };
+  for (const Plant& p : plants) {
+    SCOPED_TRACE(str_cat(dtype_name(p.type), " element ", p.element));
+    const int64_t be = static_cast<int64_t>(traits_of(p.type).block_elems);
+    std::vector<uint8_t> bytes = random_blocks(p.type, n / be, rng_, /*loadable=*/true);
+    StoredWeights w;
+    w.add("w", p.type, {rows, cols}, bytes);
+    EXPECT_EQ(load_error(w), "loaded");
+    std::memcpy(bytes.data() + p.byte, p.field.data(), p.field.size());
+    w.add("w", p.type, {rows, cols}, bytes);
+    const std::string msg = load_error(w);
+    const bool finite = std::string(p.value) == "is 70000";
+    if (finite && dtype_ == DType::kBF16) {
+      EXPECT_EQ(msg, "loaded");
+      continue;
+    }
+    EXPECT_THAT(msg, HasSubstr(str_cat("<stored weights>: tensor 'w': element ", p.element,
+                                       " (row ", p.element / cols, ", column ",
+                                       p.element % cols, ")")));
+    EXPECT_THAT(msg, HasSubstr(p.value));
+    if (finite) {
+      EXPECT_THAT(msg, HasSubstr("which overflows F16 to inf"));
+    }
+    EXPECT_EQ(w.read_f32_calls(), 0);  // found on the device path
+  }
+
+  // The host path: I32 q/k rows permuted in heads of 4; stored row 1, column 3 holds 70000
+  // (finite: fp16 cannot hold it), HF row 2.
+  std::vector<uint8_t> ints = random_host_type_bytes(DType::kI32, n, rng_);
+  StoredWeights w;
+  w.add("w", DType::kI32, {rows, cols}, ints, /*qk_head_dim=*/4);
+  EXPECT_EQ(load_error(w), "loaded");
+  put_host_value(DType::kI32, ints, 1 * cols + 3, 70000);
+  w.add("w", DType::kI32, {rows, cols}, ints, /*qk_head_dim=*/4);
+  const std::string msg = load_error(w);
+  EXPECT_GT(w.read_f32_calls(), 0);
+  if (dtype_ == DType::kBF16) {
+    EXPECT_EQ(msg, "loaded");
+  } else {
+    EXPECT_THAT(msg, HasSubstr(str_cat("tensor 'w': element ", cols + 3, " (row 1, column 3 as "
+                                       "stored; HF row 2) of I32 tensor [8, 512] is 70000, which "
+                                       "overflows F16 to inf")));
+  }
+  w.add("w", DType::kI32, {rows, cols}, random_host_type_bytes(DType::kI32, n, rng_), 4);
+  EXPECT_EQ(load_error(w), "loaded");
 }
 
 // The default model, every tensor: load_weight (the device path for all of them: Q4_1, Q8_0,
@@ -561,6 +704,46 @@ TEST_P(GpuDequantTest, DefaultModelLoadsAsOnTheHostPath) {
   const Mismatch m =
       compare_bits(download_bits(got.data, got.numel()), download_bits(want.data, want.numel()));
   EXPECT_EQ(m.count, 0) << describe(m, h);
+}
+
+// The default model with 1 KiB of 0xff bytes over whole blocks of one weight (their scales NaN)
+// fails ModelInstance::load on the GPU backend, naming the tensor and the first element of the
+// first overwritten block; loaded from the unplanted file it loads.
+TEST_P(GpuDequantTest, DefaultModelWithGarbageInAWeightFailsToLoad) {
+  const char* from_env = std::getenv("TESSERA_DEFAULT_MODEL");
+  const std::string model = from_env != nullptr ? from_env : TESSERA_DEFAULT_MODEL;
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << model << " is missing";
+  absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::open(model);
+  ASSERT_TRUE(f.ok()) << f.status();
+  const GgufTensorInfo* t = (*f)->find_tensor("blk.3.ffn_up.weight");
+  ASSERT_NE(t, nullptr);
+  const DTypeTraits& traits = traits_of(t->dtype);
+  const uint64_t first_block = 100;
+  const std::string planted = (std::filesystem::path(::testing::TempDir()) /
+                               str_cat("gpu_garbage_", dtype_name(dtype_), ".gguf"))
+                                  .string();
+  ASSERT_EQ(testing::plant_in_gguf(model, planted, "blk.3.ffn_up.weight",
+                                   first_block * traits.block_bytes, std::string(1024, '\xff')),
+            "");
+  InstanceOptions options;
+  options.backend.kind = BackendKind::kGpu;
+  options.backend.gpu_dtype = dtype_;
+  options.limits.max_batch_tokens = 64;
+  options.limits.max_logit_rows = 4;
+  options.engine.max_num_seqs = 4;
+  options.kv_cache_bytes = 16 << 20;
+  absl::StatusOr<std::unique_ptr<ModelInstance>> m = ModelInstance::load(planted, options);
+  std::filesystem::remove(planted);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << m.status();
+  const int64_t element = static_cast<int64_t>(first_block * traits.block_elems);
+  EXPECT_THAT(std::string(m.status().message()),
+              ::testing::HasSubstr(str_cat("tensor 'model.layers.3.mlp.up_proj.weight': element ",
+                                           element, " (row ", element / t->shape[1], ", column ",
+                                           element % t->shape[1], ") of ", traits.name)));
+  EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("is NaN"));
+  m = ModelInstance::load(model, options);
+  EXPECT_TRUE(m.ok()) << m.status();
 }
 
 }  // namespace

@@ -203,15 +203,39 @@ TEST(GgufFileTest, CustomAlignmentAndVersion2) {
   EXPECT_EQ(v, 9.0f);
 }
 
-// Tensors may share bytes; only leaving the file is an error.
-TEST(GgufFileTest, OverlappingTensorsAreAllowed) {
+// Two tensors that share bytes are refused, naming both (the one that starts later is the one
+// reported): an alias at the same offset, a tensor whose data starts inside another's, and one
+// that begins inside a third tensor listed before both. Tensors that only touch are fine.
+TEST(GgufFileTest, TensorsSharingBytesAreRefusedNamingBoth) {
   TempDir dir;
-  GgufBuilder b;
-  b.f32_tensor("a", {4}, {1, 2, 3, 4});
-  b.raw_tensor_info("alias", 0, {2}, 0);
-  TESSERA_ASSERT_OK_AND_ASSIGN(auto f, GgufFile::open(dir.write("overlap.gguf", b.build())));
-  EXPECT_EQ(f->tensor_bytes(*f->find_tensor("alias")).data(),
-            f->tensor_bytes(*f->find_tensor("a")).data());
+  {
+    GgufBuilder b;
+    b.f32_tensor("a", {4}, {1, 2, 3, 4});
+    b.raw_tensor_info("alias", 0, {2}, 0);
+    absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::open(dir.write("alias.gguf", b.build()));
+    ASSERT_FALSE(f.ok());
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(f.status().message()),
+                HasSubstr("tensor 'alias': data [0, 8) overlaps tensor 'a' at [0, 16): tensors "
+                          "must not share bytes"));
+  }
+  {
+    // "b" starts at 32 (aligned), "inside" at 64 inside "big" [32, 96).
+    GgufBuilder b;
+    b.f32_tensor("first", {8}, std::vector<float>(8, 1.0f));
+    b.f32_tensor("big", {16}, std::vector<float>(16, 2.0f));
+    b.raw_tensor_info("inside", 0, {8}, 64);
+    absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::open(dir.write("inside.gguf", b.build()));
+    ASSERT_FALSE(f.ok());
+    EXPECT_THAT(std::string(f.status().message()),
+                HasSubstr("tensor 'inside': data [64, 96) overlaps tensor 'big' at [32, 96)"));
+  }
+  GgufBuilder ok;
+  ok.f32_tensor("a", {8}, std::vector<float>(8, 1.0f));  // [0, 32)
+  ok.raw_tensor_info("touching", 0, {8}, 32);            // [32, 64): no shared byte
+  ok.trailing(std::string(32, '\0'));
+  TESSERA_ASSERT_OK_AND_ASSIGN(auto f, GgufFile::open(dir.write("touching.gguf", ok.build())));
+  EXPECT_EQ(f->tensors().size(), 2u);
 }
 
 TEST(GgufFileTest, HeaderOnlyFileOpens) {

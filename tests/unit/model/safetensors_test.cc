@@ -1,4 +1,5 @@
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,24 @@ TEST_F(SafetensorsTest, BadHeaders) {
               HasSubstr("header must be a JSON object, got array"));
 }
 
+// Two tensors whose data_offsets share bytes are refused, naming both; tensors back to back
+// (and an empty tensor at another's offset) are fine.
+TEST_F(SafetensorsTest, TensorsSharingBytesAreRefusedNamingBoth) {
+  SafetensorsBuilder b;
+  b.tensor("a", "F32", "[4]", testing::f32_bytes({1, 2, 3, 4}))
+      .add_entry("b", "F32", "[2]", 8, 16);
+  const std::string msg = open_error("overlap.safetensors", b.build());
+  EXPECT_THAT(msg, HasSubstr("tensor 'b': data_offsets [8, 16] overlap tensor 'a' at [0, 16]: "
+                             "tensors must not share bytes"));
+
+  SafetensorsBuilder ok;
+  ok.tensor("a", "F32", "[2]", testing::f32_bytes({1, 2}))
+      .tensor("b", "F32", "[2]", testing::f32_bytes({3, 4}))
+      .add_entry("empty", "F32", "[0]", 4, 4);
+  TESSERA_ASSERT_OK_AND_ASSIGN(auto f, SafetensorsFile::open(dir_.write("ok.safetensors", ok.build())));
+  EXPECT_EQ(f->tensors().size(), 3u);
+}
+
 TEST_F(SafetensorsTest, BadEntriesNameTheTensor) {
   auto one = [](const std::string& entry, size_t data_bytes = 64) {
     SafetensorsBuilder b;
@@ -215,6 +234,37 @@ TEST_F(HfDirTest, SingleModelFile) {
   st = w->read_f32("missing.weight", nshape, norm);
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(st.message(), HasSubstr("'missing.weight'"));
+}
+
+// A weight that is not finite fails read_f32 naming the file, the tensor, the element and its
+// value, whatever its stored dtype; a finite bf16 or f16 value loads (the check is on fp32, which
+// holds them all).
+TEST_F(HfDirTest, NonFiniteWeightsFailTheReadNamingTensorAndElement) {
+  write_config();
+  std::vector<float> emb(12, 0.25f);
+  emb[7] = std::numeric_limits<float>::quiet_NaN();
+  SafetensorsBuilder b;
+  b.tensor("model.embed_tokens.weight", "F32", "[3,4]", testing::f32_bytes(emb))
+      .tensor("model.norm.weight", "BF16", "[4]",
+              bf16_bytes({1, -std::numeric_limits<float>::infinity(), 3e38f, 1}))
+      .tensor("lm_head.weight", "F16", "[3,4]", f16_bytes(std::vector<float>(12, 65504.0f)));
+  dir_.write("model.safetensors", b.build());
+  TESSERA_ASSERT_OK_AND_ASSIGN(auto w, open_weights(dir_.path()));
+
+  std::vector<float> out(12);
+  const int64_t shape[] = {3, 4};
+  absl::Status st = w->read_f32("model.embed_tokens.weight", shape, out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr(dir_.path("model.safetensors") +
+                                      ": tensor 'model.embed_tokens.weight': element 7 (row 1, "
+                                      "column 3) of F32 tensor [3, 4] is NaN"));
+  std::vector<float> norm(4);
+  const int64_t nshape[] = {4};
+  st = w->read_f32("model.norm.weight", nshape, norm);
+  EXPECT_THAT(st.message(), HasSubstr("tensor 'model.norm.weight': element 1 of BF16 tensor [4] "
+                                      "is -inf"));
+  EXPECT_TRUE(w->read_f32("lm_head.weight", shape, out).ok());
+  EXPECT_EQ(out[11], 65504.0f);
 }
 
 void write_shards(TempDir& dir) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "tests/unit/runtime/engine_harness.h"
@@ -283,9 +284,56 @@ SampledRun run_seeded(bool device_sampling, bool first_wants_logprobs) {
   return run;
 }
 
-TEST(Engine, ADeviceTokenOutsideTheVocabularyFailsOnlyItsRequest) {
-  // A device sampler that answers an impossible id (non-finite logits on a GPU) ends the request
-  // with INTERNAL naming the id; the engine goes on serving.
+// Non-finite logits fault the engine: the request whose row sampled them fails INTERNAL saying
+// so; a request still in prefill at that step and every later submit fail UNAVAILABLE with the
+// fault; the listener hears it once; every KV
+// block is back. On the host sampler and the device sampler alike.
+void expect_non_finite_logits_fault(bool device_sampling) {
+  SCOPED_TRACE(device_sampling ? "device sampling" : "host sampling");
+  // 24 tokens a step: the short request samples in the first step, the long one is mid-prefill.
+  Harness h(64, 4, ForwardLimits{24, 8});
+  h.model.device_sampling = device_sampling;
+  std::vector<absl::Status> heard;
+  h.engine.set_fault_listener([&](const absl::Status& s) { heard.push_back(s); });
+  auto healthy = *h.engine.submit(h.request(prompt_of(5, 1), 3));
+  EXPECT_TRUE(h.drain({healthy})[healthy.request->id].back().status.ok());
+  EXPECT_TRUE(h.engine.fault().ok());
+
+  h.model.non_finite_logits = true;
+  auto hit = *h.engine.submit(h.request(prompt_of(5, 2), 8));
+  auto prefilling = *h.engine.submit(h.request(prompt_of(60, 3), 8));
+  auto outs = h.drain({hit, prefilling});
+  const RequestOutput& hit_last = outs[hit.request->id].back();
+  EXPECT_EQ(hit_last.status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(hit_last.status.message()),
+              ::testing::HasSubstr("model fault on this request: sampling gave token id -1: the "
+                                   "model's logits are not finite (NaN or inf)"));
+  const RequestOutput& other_last = outs[prefilling.request->id].back();
+  EXPECT_EQ(other_last.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(other_last.status.message()),
+              ::testing::HasSubstr("model fault: sampling gave token id -1"));
+
+  const absl::Status fault = h.engine.fault();
+  EXPECT_EQ(fault.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(fault.message()), ::testing::HasSubstr("until restarted"));
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0], fault);
+  absl::StatusOr<RequestHandle> later = h.engine.submit(h.request(prompt_of(5, 4), 8));
+  EXPECT_EQ(later.status(), fault);
+  EXPECT_EQ(h.cache->allocator().num_used(), 0);
+  EXPECT_TRUE(h.engine.idle());
+  EXPECT_FALSE(h.engine.step());  // nothing left to run
+  EXPECT_EQ(heard.size(), 1u);
+}
+
+TEST(Engine, NonFiniteLogitsFaultTheEngine) {
+  expect_non_finite_logits_fault(/*device_sampling=*/false);
+  expect_non_finite_logits_fault(/*device_sampling=*/true);
+}
+
+TEST(Engine, ADeviceTokenOutsideTheVocabularyFaultsTheEngine) {
+  // A device sampler that answers an impossible id ends the request with INTERNAL naming the id,
+  // and faults the engine as non-finite logits do.
   Harness h(64, 4, ForwardLimits{64, 8});
   h.model.device_sampling = true;
   h.model.broken_device_token = testing::kFakeVocab + 5;
@@ -295,14 +343,12 @@ TEST(Engine, ADeviceTokenOutsideTheVocabularyFailsOnlyItsRequest) {
   const RequestOutput& last = outs[bad.request->id].back();
   EXPECT_TRUE(last.finished);
   EXPECT_EQ(last.status.code(), absl::StatusCode::kInternal);
-  EXPECT_NE(last.status.message().find("token id 262"), std::string::npos) << last.status;
+  EXPECT_NE(last.status.message().find("token id 262, outside the vocabulary [0, 257)"),
+            std::string::npos)
+      << last.status;
   EXPECT_EQ(h.cache->allocator().num_used(), 0);  // its blocks are back
-
-  h.model.broken_device_token.reset();
-  auto good = *h.engine.submit(h.request(prompt_of(5, 1), 8));
-  outs = h.drain({good});
-  EXPECT_TRUE(outs[good.request->id].back().status.ok());
-  EXPECT_EQ(tokens_of(outs[good.request->id]), expected_tokens(prompt_of(5, 1), 8));
+  EXPECT_EQ(h.engine.submit(h.request(prompt_of(5, 1), 8)).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST(Engine, DeviceAndHostSamplingGiveTheSameSeededTokens) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -93,6 +94,10 @@ class FakeModel final : public ForwardModel {
         }
         // One hot, or (spread) the likeliest of many.
         row_logits[next_token(context, eos_modulus_)] = spread_logits ? 6.0f : 10.0f;
+        if (non_finite_logits) {
+          row_logits[next_token(context, eos_modulus_)] = std::numeric_limits<float>::infinity();
+          row_logits[0] = std::numeric_limits<float>::quiet_NaN();
+        }
         ++row;
       }
     }
@@ -122,6 +127,7 @@ class FakeModel final : public ForwardModel {
   bool spread_logits = false;   // logits over the whole vocabulary, not one hot
   bool device_sampling = false;  // offer forward_sampled to the engine
   std::optional<int32_t> broken_device_token;  // forward_sampled answers this id for every row
+  bool non_finite_logits = false;  // every sampled row's logits hold a NaN and an inf
   int steps = 0;
   int sampled_steps = 0;  // steps that went through forward_sampled
   int64_t tokens_run = 0;  // tokens of every step's batch

@@ -1,0 +1,73 @@
+// A model whose logits go non-finite at run time takes tesserad out of service: the default model
+// with its final norm weight set to 3e38 (finite, so it passes the load-time weight check; the
+// normalized hidden state then overflows fp32) is ready after loading, the first request fails
+// INTERNAL naming the model fault, and from then on gRPC health is NOT_SERVING, /readyz answers 503
+// with the reason, GetStatus says "faulted", and every request is UNAVAILABLE saying why.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "runtime/model_io/gguf_file.h"
+#include "tests/e2e/test_server.h"
+#include "tests/unit/metrics/http_test_client.h"
+#include "tests/unit/runtime/planted_weights.h"
+
+namespace tessera::e2e {
+namespace {
+
+TEST(ModelFaultE2E, NonFiniteLogitsTakeTheServerToNotServingWithTheReason) {
+  TESSERA_SKIP_WITHOUT_MODEL();
+  absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::open(default_model_path());
+  ASSERT_TRUE(f.ok()) << f.status();
+  const GgufTensorInfo* norm = (*f)->find_tensor("output_norm.weight");
+  ASSERT_NE(norm, nullptr);
+  ASSERT_EQ(norm->dtype, DType::kF32);
+  const std::string model = (std::filesystem::path(::testing::TempDir()) /
+                             ("overflowing_" + std::to_string(::getpid()) + ".gguf"))
+                                .string();
+  ASSERT_EQ(testing::plant_in_gguf(default_model_path(), model, "output_norm.weight", 0,
+                                   testing::float_bytes(3e38f, norm->n_elements)),
+            "");
+  server::DaemonConfig config = test_config();
+  config.model = model;
+  auto server = TestServer::start(config);
+  std::filesystem::remove(model);
+  ASSERT_NE(server, nullptr);
+  const int admin = server->daemon().admin_port();
+  std::optional<testing::HttpReply> ready = testing::http_request(admin, "GET", "/readyz");
+  ASSERT_TRUE(ready.has_value());
+  EXPECT_EQ(ready->status, 200);
+  EXPECT_EQ(health_check(*server->channel(), ""), kServing);
+
+  const UnaryResult hit = generate(server->generation(), greedy_request("Hello there", 4));
+  EXPECT_EQ(hit.status.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(hit.status.error_message().find("model fault on this request: sampling gave token "
+                                            "id -1: the model's logits are not finite"),
+            std::string::npos)
+      << hit.status.error_message();
+
+  // The engine tells the daemon on its thread right after failing the request.
+  const v1::ServerStatus status =
+      server->wait_status([](const v1::ServerStatus& s) { return s.state() == "faulted"; },
+                          std::chrono::seconds(10));
+  EXPECT_EQ(status.state(), "faulted");
+  EXPECT_EQ(health_check(*server->channel(), ""), kNotServing);
+  EXPECT_EQ(health_check(*server->channel(), "tessera.v1.Generation"), kNotServing);
+  ready = testing::http_request(admin, "GET", "/readyz");
+  ASSERT_TRUE(ready.has_value());
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_NE(ready->body.find("model fault: sampling gave token id -1"), std::string::npos)
+      << ready->body;
+
+  const UnaryResult later = generate(server->generation(), greedy_request("Hello again", 4));
+  EXPECT_EQ(later.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(later.status.error_message().find("model fault: sampling gave token id -1"),
+            std::string::npos)
+      << later.status.error_message();
+}
+
+}  // namespace
+}  // namespace tessera::e2e
