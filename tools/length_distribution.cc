@@ -29,6 +29,10 @@ LengthDistribution LengthDistribution::fixed(int32_t length) {
   return LengthDistribution(Kind::kFixed, std::max(length, 1), 0);
 }
 
+LengthDistribution LengthDistribution::lognormal(double mean, double sigma) {
+  return LengthDistribution(Kind::kLogNormal, std::max(mean, 1.0), std::clamp(sigma, 0.0, 3.0));
+}
+
 absl::StatusOr<LengthDistribution> LengthDistribution::parse(const std::string& spec) {
   const std::vector<std::string> parts = absl::StrSplit(spec, ':');
   const std::string usage = absl::StrCat(

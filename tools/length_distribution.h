@@ -22,6 +22,8 @@ class LengthDistribution {
  public:
   static absl::StatusOr<LengthDistribution> parse(const std::string& spec);
   static LengthDistribution fixed(int32_t length);
+  // `mean` >= 1, `sigma` in [0, 3] (as parse checks them).
+  static LengthDistribution lognormal(double mean, double sigma);
 
   int32_t sample(std::mt19937_64& rng) const;
   // The largest length sample() can return.
