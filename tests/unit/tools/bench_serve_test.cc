@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -79,6 +80,77 @@ TEST(BenchRunner, ClosedLoopHoldsConcurrencyAndGetsEveryToken) {
   const BenchReport report = make_report(result);
   EXPECT_EQ(report.succeeded, 40u);
   EXPECT_EQ(report.wrong_output_length, 0u);
+}
+
+TEST(BenchRunner, MultiTurnSendsEachTurnAfterTheLastWithTheWholeConversation) {
+  // The mock answers 0, 1, 2, ... (text "t0 t1 ..."): a turn's prompt must be the previous
+  // turn's prompt, that answer, and its own user part.
+  for (const PromptKind kind : {PromptKind::kTokenIds, PromptKind::kWords}) {
+    SCOPED_TRACE(kind == PromptKind::kWords ? "words" : "token ids");
+    MockServer server(MockBehavior{.token_delay = std::chrono::microseconds(300)});
+    auto connection = connect(server);
+    WorkloadOptions o;
+    o.kind = WorkloadKind::kMultiTurn;
+    o.prompt_kind = kind;
+    o.conversations = 3;
+    o.turns = 4;
+    o.prompt_len = *LengthDistribution::parse("uniform:2:5");
+    o.output_len = *LengthDistribution::parse("uniform:2:6");
+    o.vocab_size = 1000;
+    o.seed = 4;
+    const std::vector<BenchRequest> turns = *build_workload(
+        o, [](const std::string& text) -> absl::StatusOr<int32_t> {
+          return static_cast<int32_t>(std::count(text.begin(), text.end(), ' ') + 2);
+        });
+    RunnerOptions options;
+    options.concurrency = 8;  // more than conversations: only the order of turns holds them back
+    options.num_requests = turns.size();
+    BenchRunner runner(*connection, options);
+    const RunResult result = runner.run(turns);
+    ASSERT_EQ(result.records.size(), turns.size());
+    for (const RequestRecord& r : result.records) ASSERT_EQ(r.code, grpc::StatusCode::OK) << r.error;
+    EXPECT_LE(server.service().max_in_flight(), 3);  // one turn per conversation at a time
+    EXPECT_GE(server.service().max_in_flight(), 2);  // conversations side by side
+
+    // The prompts each conversation sent, in the order the server got them.
+    std::map<std::string, std::string> sent_text;                 // request id -> prompt
+    std::map<std::string, std::vector<int32_t>> sent_ids;         // request id -> ids
+    for (const v1::GenerateRequest& request : server.service().requests()) {
+      sent_text[request.request_id()] = request.prompt();
+      sent_ids[request.request_id()] = {request.token_ids().ids().begin(),
+                                        request.token_ids().ids().end()};
+    }
+    ASSERT_EQ(sent_ids.size(), turns.size());
+    for (size_t i = 0; i < turns.size(); ++i) {
+      const BenchRequest& turn = turns[i];
+      const std::string& id = turn.request.request_id();
+      if (turn.turn == 0) {
+        EXPECT_EQ(sent_text[id], turn.request.prompt());
+        EXPECT_EQ(sent_ids[id].size(), static_cast<size_t>(turn.request.token_ids().ids_size()));
+        continue;
+      }
+      const BenchRequest& previous = turns[i - 1];
+      const std::string& prev_id = previous.request.request_id();
+      if (kind == PromptKind::kTokenIds) {
+        std::vector<int32_t> want = sent_ids[prev_id];
+        for (int32_t k = 0; k < previous.output_len; ++k) want.push_back(k);  // the answer
+        want.insert(want.end(), turn.request.token_ids().ids().begin(),
+                    turn.request.token_ids().ids().end());
+        EXPECT_EQ(sent_ids[id], want) << "turn " << turn.turn << " of " << turn.conversation;
+        EXPECT_EQ(static_cast<int32_t>(want.size()), turn.prompt_len);
+      } else {
+        std::string answer;
+        for (int32_t k = 0; k < previous.output_len; ++k) answer += absl::StrCat("t", k, " ");
+        EXPECT_EQ(sent_text[id], sent_text[prev_id] + answer + "\n" + turn.request.prompt());
+      }
+    }
+    // Every turn came back with the usage of its whole history.
+    for (const RequestRecord& r : result.records) {
+      if (kind == PromptKind::kTokenIds) {
+        EXPECT_EQ(r.prompt_tokens, turns[r.workload_index].prompt_len);
+      }
+    }
+  }
 }
 
 TEST(BenchRunner, OpenLoopSendsOnThePoissonSchedule) {
