@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/unit/tools/metrics_stub.h"
 #include "tests/unit/tools/mock_generation_server.h"
 #include "tools/bench_report.h"
 #include "tools/bench_runner.h"
@@ -299,6 +300,62 @@ TEST(BenchServeCommand, PrintsTheTableAndWritesJson) {
   EXPECT_EQ(j["setup"]["prompt_kind"], "words");
   EXPECT_EQ(j["ttft_ms"]["count"], 24);
   std::remove(json_path.c_str());
+}
+
+TEST(BenchServeCommand, EachWorkloadRunsAndReportsTheServersCounters) {
+  MockServer server;
+  // The admin listener's counters move by 300 queried tokens, 120 hits and 1 preemption a scrape.
+  testing::MetricsStub admin([](int served) {
+    return absl::StrCat("tessera_prefix_cache_queries_total ", 300 * served, "\n",
+                        "tessera_prefix_cache_hits_total ", 120 * served, "\n",
+                        "tessera_num_preemptions_total ", served, "\n");
+  });
+  const std::string json_path = ::testing::TempDir() + "/bench_workloads_test.json";
+  struct Case {
+    std::vector<std::string> flags;
+    int requests;
+    std::string workload;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--workload", "shared-prefix", "--prefix-count", "2", "--prefix-len", "30",
+             "--num-requests", "6"}, 6, "shared-prefix"},
+           {{"--workload", "multi-turn", "--conversations", "2", "--turns", "3"}, 6, "multi-turn"},
+           {{"--workload", "sharegpt", "--num-requests", "5", "--prompt-kind", "words"}, 5,
+            "sharegpt"}}) {
+    SCOPED_TRACE(c.workload);
+    std::vector<std::string> words = {"serve", "--server", server.address(), "--concurrency", "4",
+                                      "--output-len", "3", "--admin-server", admin.address(),
+                                      "--json", json_path};
+    if (c.workload == "sharegpt") words.erase(words.begin() + 5, words.begin() + 7);
+    words.insert(words.end(), c.flags.begin(), c.flags.end());
+    Argv args(words);
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    const int rc = bench_command(args.argc(), args.argv());
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    ASSERT_EQ(rc, 0) << out << err;
+    EXPECT_TRUE(has_line(out, "requests ok", absl::StrCat(c.requests))) << out;
+    EXPECT_TRUE(has_line(out, "prefix cache hit rate", "40.0% (120 of 300 prompt tokens)")) << out;
+    EXPECT_TRUE(has_line(out, "preemptions", "1")) << out;
+    std::ifstream in(json_path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["setup"]["workload"], c.workload);
+    EXPECT_EQ(j["requests"]["succeeded"], c.requests);
+    EXPECT_DOUBLE_EQ(j["server"]["prefix_cache_hit_rate"].get<double>(), 0.4);
+  }
+  std::remove(json_path.c_str());
+
+  // An admin listener that is not there: the run goes on, without the counters.
+  Argv no_admin({"serve", "--server", server.address(), "--num-requests", "2", "--output-len",
+                 "2", "--admin-server", testing::unused_address()});
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(bench_command(no_admin.argc(), no_admin.argv()), 0);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout().find("prefix cache hit rate"),
+            std::string::npos);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("no server counters"),
+            std::string::npos);
 }
 
 TEST(BenchServeCommand, ExitCodes) {

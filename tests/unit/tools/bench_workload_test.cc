@@ -138,7 +138,7 @@ TEST(BuildWorkload, SharedPrefixRequestsStartWithOneOfTheSystemPrompts) {
   o.prompt_kind = PromptKind::kWords;
   o.count = 6;
   auto words = build_workload(o, [](const std::string& text) -> absl::StatusOr<int32_t> {
-    int32_t n = 1;
+    int32_t n = 2;  // a BOS and the first word
     for (char c : text) n += c == ' ' || c == '\n';
     return n;
   });
