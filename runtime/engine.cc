@@ -15,9 +15,10 @@ Engine::Engine(ForwardModel& model, KvCache& cache, const Tokenizer& tokenizer, 
       executor_(model),
       output_(tokenizer),
       config_(config),
-      capacity_(cache.allocator(), cache.block_size(),
-                std::min(config.max_num_seqs, model.limits().max_logit_rows),
-                config.enable_prefix_caching),
+      capacity_(cache.allocator(),
+                CapacityConfig{cache.block_size(),
+                               std::min(config.max_num_seqs, model.limits().max_logit_rows),
+                               config.enable_prefix_caching, config.admission_headroom_steps}),
       step_scheduler_(model.limits().max_batch_tokens, cache.block_size()) {
   stats_.kv_blocks_total = cache.allocator().num_blocks();
 }

@@ -40,6 +40,9 @@ struct EngineConfig {
   int32_t max_model_len = 0;   // prompt + max_tokens limit; 0 = unlimited (set from the model)
   // Keep full KV blocks after their sequence and reuse them for prompts that start the same way.
   bool enable_prefix_caching = true;
+  // A new sequence is admitted only while the KV blocks left free after it cover every running
+  // sequence's next this-many decode tokens (CapacityScheduler); 0: whenever its tokens fit.
+  int32_t admission_headroom_steps = 16;
 };
 
 // Counters and gauges the engine keeps for metrics and tests (written by the engine thread,

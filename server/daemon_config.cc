@@ -292,6 +292,10 @@ const std::vector<KeySpec>& specs() {
                         &DaemonConfig::max_batch_tokens, 1, 1 << 20));
     s.push_back(int_key("max_num_seqs", "an integer in [1, 65536]",
                         "sequences running at once (batch size)", &DaemonConfig::max_num_seqs, 1, 65536));
+    s.push_back(int_key("admission_headroom_steps", "an integer in [0, 65536]",
+                        "a new request is admitted only while the KV blocks left free cover every "
+                        "running sequence's next this-many decode tokens; 0 = whenever it fits",
+                        &DaemonConfig::admission_headroom_steps, 0, 65536));
     s.push_back(int_key("max_queue", "an integer in [1, 10000000]",
                         "requests waiting to run; more get RESOURCE_EXHAUSTED",
                         &DaemonConfig::max_queue, 1, 10000000));

@@ -44,6 +44,7 @@ struct DaemonConfig {
   int32_t max_batch_tokens = 2048;  // tokens per engine step (decode + prefill chunks)
   int32_t max_num_seqs = 256;       // sequences running at once
   std::string enable_prefix_caching = "true";  // true or false: reuse cached prompt prefixes
+  int32_t admission_headroom_steps = 16;  // decode tokens of room kept free per running sequence
   int32_t max_queue = 1024;         // requests submitted but not yet running
   int32_t max_model_len = 0;        // prompt + max_tokens limit; 0 = the model's context
   int32_t block_size = 16;          // KV cache tokens per block

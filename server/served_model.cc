@@ -54,6 +54,7 @@ InstanceOptions instance_options(const DaemonConfig& config) {
   options.kv_cache_fraction = config.kv_cache_fraction;
   options.engine.max_num_seqs = config.max_num_seqs;
   options.engine.enable_prefix_caching = config.enable_prefix_caching == "true";
+  options.engine.admission_headroom_steps = config.admission_headroom_steps;
   options.engine.max_queue = config.max_queue;
   options.engine.max_model_len = config.max_model_len;
   options.tuning = tuning_config(config);

@@ -31,6 +31,16 @@ nlohmann::ordered_json rate_json(double rate) {
   return std::isfinite(rate) ? nlohmann::ordered_json(rate) : nlohmann::ordered_json();
 }
 
+// The server's counters over the run; null when not read.
+nlohmann::ordered_json server_json(const std::optional<ServerDelta>& server) {
+  if (!server) return nullptr;
+  const std::optional<double> rate = server->prefix_cache_hit_rate();
+  return {{"prefix_cache_query_tokens", server->prefix_cache_queries},
+          {"prefix_cache_hit_tokens", server->prefix_cache_hits},
+          {"prefix_cache_hit_rate", rate ? nlohmann::ordered_json(*rate) : nlohmann::ordered_json()},
+          {"preemptions", server->preemptions}};
+}
+
 }  // namespace
 
 BenchReport make_report(const RunResult& run) {
@@ -73,6 +83,12 @@ std::string render_report(const BenchSetup& setup, const BenchReport& r) {
   facts.add_row({"server", setup.server});
   if (!setup.model.empty()) facts.add_row({"model", setup.model});
   facts.add_row({"mode", setup.mode});
+  std::string workload = setup.workload;
+  for (const auto& [key, value] : setup.workload_params.items()) {
+    absl::StrAppend(&workload, workload == setup.workload ? ": " : ", ", key, " ",
+                    value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  facts.add_row({"workload", workload});
   facts.add_row(
       {"prompt / output length", absl::StrCat(setup.prompt_len, " / ", setup.output_len)});
   facts.add_row({"prompts", setup.prompt_kind});
@@ -91,6 +107,15 @@ std::string render_report(const BenchSetup& setup, const BenchReport& r) {
   facts.add_row({"input throughput (tok/s)", absl::StrFormat("%.1f", r.input_token_throughput)});
   facts.add_row({"output throughput (tok/s)", absl::StrFormat("%.1f", r.output_token_throughput)});
   facts.add_row({"total throughput (tok/s)", absl::StrFormat("%.1f", r.total_token_throughput)});
+  if (r.server) {
+    const std::optional<double> rate = r.server->prefix_cache_hit_rate();
+    facts.add_row({"prefix cache hit rate",
+                   rate ? absl::StrFormat("%.1f%% (%.0f of %.0f prompt tokens)", *rate * 100,
+                                          r.server->prefix_cache_hits,
+                                          r.server->prefix_cache_queries)
+                        : std::string("- (no lookups)")});
+    facts.add_row({"preemptions", absl::StrFormat("%.0f", r.server->preemptions)});
+  }
   out += facts.render(/*with_header=*/false);
 
   out += "\n";
@@ -132,7 +157,9 @@ nlohmann::ordered_json report_json(const BenchSetup& setup, const BenchReport& r
         {"prompt_len", setup.prompt_len},
         {"output_len", setup.output_len},
         {"prompt_kind", setup.prompt_kind},
-        {"seed", setup.seed}}},
+        {"seed", setup.seed},
+        {"workload", setup.workload},
+        {"workload_params", setup.workload_params}}},
       {"requests",
        {{"succeeded", r.succeeded},
         {"failed", r.failed},
@@ -147,6 +174,7 @@ nlohmann::ordered_json report_json(const BenchSetup& setup, const BenchReport& r
         {"input_tokens_per_s", r.input_token_throughput},
         {"output_tokens_per_s", r.output_token_throughput},
         {"total_tokens_per_s", r.total_token_throughput}}},
+      {"server", server_json(r.server)},
       {"ttft_ms", summary_ms_json(r.ttft)},
       {"itl_ms", summary_ms_json(r.itl)},
       {"tpot_ms", summary_ms_json(r.tpot)},

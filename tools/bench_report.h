@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "nlohmann/json.hpp"
 #include "tools/bench_runner.h"
 #include "tools/percentiles.h"
+#include "tools/server_metrics.h"
 
 namespace tessera::cli {
 
@@ -24,6 +26,9 @@ struct BenchSetup {
   std::string output_len;
   std::string prompt_kind;  // "token-ids" or "words"
   uint64_t seed = 0;
+  std::string workload = "random";  // bench_workload.h's names
+  // The workload's own parameters ({"prefix_count": 4, ...}); empty for random.
+  nlohmann::ordered_json workload_params = nlohmann::ordered_json::object();
 };
 
 struct BenchReport {
@@ -48,15 +53,19 @@ struct BenchReport {
   Summary itl;
   Summary tpot;
   Summary e2e_latency;
+
+  // What the server's counters moved by during the run (--admin-server); nullopt when unread.
+  std::optional<ServerDelta> server;
 };
 
 BenchReport make_report(const RunResult& run);
 
-// The end-of-run table: counts, throughputs, and mean/p50/p90/p99/max of each latency in ms.
+// The end-of-run table: counts, throughputs, the server's prefix-cache hit rate and preemptions
+// when read, and mean/p50/p90/p99/max of each latency in ms.
 std::string render_report(const BenchSetup& setup, const BenchReport& report);
 
-// The same as JSON: {"setup": {...}, "requests": {...}, "throughput": {...}, "ttft_ms": {...},
-// ...}.
+// The same as JSON: {"setup": {...}, "requests": {...}, "throughput": {...}, "server": {...} or
+// null, "ttft_ms": {...}, ...}.
 nlohmann::ordered_json report_json(const BenchSetup& setup, const BenchReport& report);
 
 }  // namespace tessera::cli

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
 #include "tools/openai_stream_client.h"
@@ -26,10 +27,12 @@ class BenchRunner::Call {
 class BenchRunner::GrpcCall final : public BenchRunner::Call,
                                     public grpc::ClientReadReactor<v1::GenerateStreamChunk> {
  public:
-  GrpcCall(BenchRunner& runner, const BenchRequest& request, size_t index)
-      : runner_(runner), request_(request.request) {
+  // `request` (what is sent) outlives the call; `spec` is the workload's entry.
+  GrpcCall(BenchRunner& runner, const BenchRequest& spec, const v1::GenerateRequest& request,
+           size_t index)
+      : runner_(runner), request_(request), keep_output_(spec.conversation >= 0) {
     record_.workload_index = index;
-    record_.expected_output_tokens = request.output_len;
+    record_.expected_output_tokens = spec.output_len;
     if (runner.options_.timeout_seconds > 0)
       set_deadline_after(context_, runner.options_.timeout_seconds);
   }
@@ -56,7 +59,12 @@ class BenchRunner::GrpcCall final : public BenchRunner::Call,
       last_chunk_ = now;
       record_.output_tokens += n;
       runner_.output_tokens_.fetch_add(n, std::memory_order_relaxed);
+      if (keep_output_) {
+        record_.output_ids.insert(record_.output_ids.end(), chunk_.token_ids().begin(),
+                                  chunk_.token_ids().end());
+      }
     }
+    if (keep_output_) record_.output_text += chunk_.text();
     if (chunk_.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       record_.finish_reason = chunk_.finish_reason();
       record_.prompt_tokens = chunk_.usage().prompt_tokens();
@@ -75,6 +83,7 @@ class BenchRunner::GrpcCall final : public BenchRunner::Call,
  private:
   BenchRunner& runner_;
   const v1::GenerateRequest& request_;
+  const bool keep_output_;
   grpc::ClientContext context_;
   v1::GenerateStreamChunk chunk_;
   Clock::time_point start_;
@@ -86,11 +95,12 @@ class BenchRunner::GrpcCall final : public BenchRunner::Call,
 class BenchRunner::OpenAiCall final : public BenchRunner::Call,
                                       public std::enable_shared_from_this<OpenAiCall> {
  public:
-  OpenAiCall(BenchRunner& runner, const BenchRequest& request, size_t index)
-      : runner_(runner), body_(openai_completion_body(request.request)),
-        client_(runner.options_.openai_address) {
+  OpenAiCall(BenchRunner& runner, const BenchRequest& spec, const v1::GenerateRequest& request,
+             size_t index)
+      : runner_(runner), body_(openai_completion_body(request)),
+        client_(runner.options_.openai_address), keep_output_(spec.conversation >= 0) {
     record_.workload_index = index;
-    record_.expected_output_tokens = request.output_len;
+    record_.expected_output_tokens = spec.output_len;
   }
 
   void start() override {
@@ -123,6 +133,7 @@ class BenchRunner::OpenAiCall final : public BenchRunner::Call,
     const auto choices = event.find("choices");
     if (choices == event.end() || choices->empty()) return;
     const nlohmann::json& choice = (*choices)[0];
+    if (keep_output_) record_.output_text += choice.value("text", std::string());
     if (!choice.value("text", std::string()).empty()) {
       const Clock::time_point now = Clock::now();
       if (!seen_text_) {
@@ -143,6 +154,7 @@ class BenchRunner::OpenAiCall final : public BenchRunner::Call,
   BenchRunner& runner_;
   const nlohmann::json body_;
   OpenAiStreamClient client_;
+  const bool keep_output_;
   Clock::time_point start_;
   Clock::time_point last_chunk_;
   bool seen_text_ = false;
@@ -179,6 +191,15 @@ RunResult BenchRunner::run(const std::vector<BenchRequest>& workload) {
   PoissonArrivals arrivals(options_.request_rate, options_.seed);
 
   std::unique_lock<std::mutex> lock(mu_);
+  workload_ = &workload;
+  const bool conversational = std::any_of(workload.begin(), workload.end(),
+                                          [](const BenchRequest& r) { return r.conversation >= 0; });
+  if (conversational) {
+    int32_t count = 0;
+    for (const BenchRequest& r : workload) count = std::max(count, r.conversation + 1);
+    conversations_.assign(static_cast<size_t>(count), Conversation{});
+    sent_turns_.assign(workload.size(), false);
+  }
   start_ = Clock::now();
   last_done_ = start_;
   started_.store(true);
@@ -198,6 +219,7 @@ RunResult BenchRunner::run(const std::vector<BenchRequest>& workload) {
   for (size_t i = 0;; ++i) {
     if (stopping_) break;
     if (options_.num_requests > 0 && i >= options_.num_requests) break;
+    if (conversational && i >= workload.size()) break;  // each turn once
     if (open_loop) {
       next_arrival += std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(arrivals.next_gap_seconds()));
@@ -207,13 +229,22 @@ RunResult BenchRunner::run(const std::vector<BenchRequest>& workload) {
       const size_t limit = static_cast<size_t>(options_.concurrency);
       wait([this, limit] { return stopping_ || in_flight_.size() < limit; }, std::nullopt);
     }
+    size_t index = i % workload.size();
+    if (conversational) {
+      // The next turn whose conversation is ready: one may have to finish first.
+      std::optional<size_t> next;
+      wait([this, &next] { return stopping_ || (next = next_turn()).has_value(); }, std::nullopt);
+      if (!next) break;
+      index = *next;
+    }
     if (stopping_ || (timed && Clock::now() >= end)) break;
-    const size_t index = i % workload.size();
+    const v1::GenerateRequest& request =
+        conversational ? build_turn(index) : workload[index].request;
     std::shared_ptr<Call> call;
     if (options_.api == Api::kOpenAi) {
-      call = std::make_shared<OpenAiCall>(*this, workload[index], index);
+      call = std::make_shared<OpenAiCall>(*this, workload[index], request, index);
     } else {
-      call = std::make_shared<GrpcCall>(*this, workload[index], index);
+      call = std::make_shared<GrpcCall>(*this, workload[index], request, index);
     }
     in_flight_.emplace(call.get(), call);
     sent_.fetch_add(1);
@@ -224,15 +255,60 @@ RunResult BenchRunner::run(const std::vector<BenchRequest>& workload) {
     lock.lock();
   }
   cv_.wait(lock, [this] { return in_flight_.empty(); });
+  workload_ = nullptr;
   result.records = std::move(records_);
   result.duration_seconds = std::chrono::duration<double>(last_done_ - start_).count();
   result.stopped = stopping_;
   return result;
 }
 
+std::optional<size_t> BenchRunner::next_turn() const {
+  for (size_t i = 0; i < sent_turns_.size(); ++i) {
+    if (sent_turns_[i]) continue;
+    const BenchRequest& r = (*workload_)[i];
+    if (conversations_[static_cast<size_t>(r.conversation)].finished_turns == r.turn) return i;
+  }
+  return std::nullopt;
+}
+
+const v1::GenerateRequest& BenchRunner::build_turn(size_t index) {
+  const BenchRequest& turn = (*workload_)[index];
+  Conversation& c = conversations_[static_cast<size_t>(turn.conversation)];
+  sent_turns_[index] = true;
+  v1::GenerateRequest& request = built_.emplace_back(turn.request);
+  if (turn.turn > 0) {
+    if (request.has_token_ids()) {
+      std::vector<int32_t> ids = c.history_ids;
+      ids.insert(ids.end(), turn.request.token_ids().ids().begin(),
+                 turn.request.token_ids().ids().end());
+      request.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
+    } else {
+      request.set_prompt(absl::StrCat(c.history_text, "\n", turn.request.prompt()));
+    }
+  }
+  c.last_sent = &request;
+  return request;
+}
+
 void BenchRunner::finish(Call* call, RequestRecord record) {
   std::shared_ptr<Call> self;  // released last, after the lock
   std::lock_guard<std::mutex> lock(mu_);
+  if (workload_ != nullptr && !conversations_.empty()) {
+    // The conversation so far: what this turn sent, and the answer (none if it failed).
+    const BenchRequest& turn = (*workload_)[record.workload_index];
+    Conversation& c = conversations_[static_cast<size_t>(turn.conversation)];
+    if (c.last_sent->has_token_ids()) {
+      c.history_ids.assign(c.last_sent->token_ids().ids().begin(),
+                           c.last_sent->token_ids().ids().end());
+      c.history_ids.insert(c.history_ids.end(), record.output_ids.begin(),
+                           record.output_ids.end());
+    } else {
+      c.history_text = c.last_sent->prompt() + record.output_text;
+    }
+    ++c.finished_turns;
+    record.output_ids = {};
+    record.output_text = {};
+  }
   (record.code == grpc::StatusCode::OK ? succeeded_ : failed_).fetch_add(1);
   records_.push_back(std::move(record));
   last_done_ = Clock::now();

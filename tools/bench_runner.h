@@ -5,14 +5,23 @@
 // when each call's chunks arrive. gRPC calls run on the gRPC callback API: the dispatcher is the
 // calling thread and the reactors run on gRPC's own few threads, whatever the concurrency;
 // OpenAI calls run a blocking HTTP client on a thread each.
+//
+// A multi-turn workload (requests with a conversation) is sent turn by turn: a turn goes out
+// once the one before it in its conversation has finished, its prompt the conversation so far
+// -- the previous turn's prompt and the answer the server streamed (token ids, or text for word
+// prompts) -- followed by its own user part; conversations run side by side, each turn taking a
+// slot of the concurrency (or an arrival of the open loop) like any request. Each turn is sent
+// once: such a workload is not cycled through.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -50,6 +59,9 @@ struct RequestRecord {
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
   grpc::StatusCode code = grpc::StatusCode::OK;
   std::string error;  // the status message when code != OK
+  // What was generated, kept for a turn of a conversation only (the next turn's history).
+  std::vector<int32_t> output_ids;
+  std::string output_text;
 };
 
 struct RunResult {
@@ -90,7 +102,19 @@ class BenchRunner {
   class OpenAiCall;
   using Clock = std::chrono::steady_clock;
 
+  // A conversation's state while a multi-turn workload runs.
+  struct Conversation {
+    int32_t finished_turns = 0;
+    std::vector<int32_t> history_ids;  // the last turn's prompt and answer
+    std::string history_text;
+    const v1::GenerateRequest* last_sent = nullptr;
+  };
+
   void finish(Call* call, RequestRecord record);
+  // Under mu_: the first turn not yet sent whose conversation is ready for it.
+  std::optional<size_t> next_turn() const;
+  // Under mu_: the request a turn sends, its history prepended (kept in built_).
+  const v1::GenerateRequest& build_turn(size_t index);
 
   ServerConnection& connection_;
   const RunnerOptions options_;
@@ -101,6 +125,10 @@ class BenchRunner {
   bool stopping_ = false;
   std::unordered_map<Call*, std::shared_ptr<Call>> in_flight_;
   std::vector<RequestRecord> records_;
+  const std::vector<BenchRequest>* workload_ = nullptr;  // during run()
+  std::vector<Conversation> conversations_;  // multi-turn workloads only
+  std::vector<bool> sent_turns_;             // [workload index], multi-turn workloads only
+  std::deque<v1::GenerateRequest> built_;    // the turns' requests, alive until run() returns
   Clock::time_point last_done_;
 
   std::atomic<bool> started_{false};

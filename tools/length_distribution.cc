@@ -29,10 +29,15 @@ LengthDistribution LengthDistribution::fixed(int32_t length) {
   return LengthDistribution(Kind::kFixed, std::max(length, 1), 0);
 }
 
+LengthDistribution LengthDistribution::lognormal(double mean, double sigma) {
+  return LengthDistribution(Kind::kLogNormal, std::max(mean, 1.0), std::clamp(sigma, 0.0, 3.0));
+}
+
 absl::StatusOr<LengthDistribution> LengthDistribution::parse(const std::string& spec) {
   const std::vector<std::string> parts = absl::StrSplit(spec, ':');
   const std::string usage = absl::StrCat(
-      "length distribution '", spec, "': expected N, fixed:N, uniform:LO:HI or normal:MEAN:STDDEV");
+      "length distribution '", spec,
+      "': expected N, fixed:N, uniform:LO:HI, normal:MEAN:STDDEV or lognormal:MEAN:SIGMA");
   if (parts.size() == 1 || (parts.size() == 2 && parts[0] == "fixed")) {
     auto n = parse_length(spec, parts.back());
     if (!n.ok()) return n.status();
@@ -55,6 +60,16 @@ absl::StatusOr<LengthDistribution> LengthDistribution::parse(const std::string& 
     }
     return LengthDistribution(Kind::kNormal, static_cast<double>(*mean), stddev);
   }
+  if (parts.size() == 3 && parts[0] == "lognormal") {
+    auto mean = parse_length(spec, parts[1]);
+    if (!mean.ok()) return mean.status();
+    double sigma;
+    // exp(mu + 4 sigma) must stay a length: sigma beyond 3 is no length distribution anyway.
+    if (!absl::SimpleAtod(parts[2], &sigma) || !(sigma >= 0) || sigma > 3) {
+      return absl::InvalidArgumentError(absl::StrCat(usage, " (SIGMA must be in [0, 3])"));
+    }
+    return LengthDistribution(Kind::kLogNormal, static_cast<double>(*mean), sigma);
+  }
   return absl::InvalidArgumentError(usage);
 }
 
@@ -69,6 +84,10 @@ int32_t LengthDistribution::sample(std::mt19937_64& rng) const {
       const double v = std::round(std::normal_distribution<double>(a_, b_)(rng));
       return static_cast<int32_t>(std::clamp(v, 1.0, static_cast<double>(max())));
     }
+    case Kind::kLogNormal: {
+      const double v = std::round(std::lognormal_distribution<double>(mu(), b_)(rng));
+      return static_cast<int32_t>(std::clamp(v, 1.0, static_cast<double>(max())));
+    }
   }
   return 1;
 }
@@ -81,6 +100,9 @@ int32_t LengthDistribution::max() const {
       return static_cast<int32_t>(b_);
     case Kind::kNormal:
       return static_cast<int32_t>(std::max(1.0, std::round(a_ + 4 * b_)));
+    case Kind::kLogNormal:
+      return static_cast<int32_t>(std::clamp(std::round(std::exp(mu() + 4 * b_)), 1.0,
+                                             static_cast<double>(kMaxLength)));
   }
   return 1;
 }
@@ -93,6 +115,8 @@ std::string LengthDistribution::to_string() const {
       return absl::StrCat("uniform:", static_cast<int64_t>(a_), ":", static_cast<int64_t>(b_));
     case Kind::kNormal:
       return absl::StrCat("normal:", static_cast<int64_t>(a_), ":", b_);
+    case Kind::kLogNormal:
+      return absl::StrCat("lognormal:", static_cast<int64_t>(a_), ":", b_);
   }
   return "";
 }

@@ -140,7 +140,10 @@ TEST(PrefixCaching, BlocksSharedByTwoRunningSequencesStayUntilBothFinish) {
 TEST(PrefixCaching, APreemptedSequenceRecomputesOnlyWhatTheCacheLost) {
   // 10 blocks of 4 tokens: two 16-token prompts that generate 8 and 16 tokens cannot both run to
   // the end; the newer is preempted, and when it returns its own full blocks are still cached.
-  Harness h(10, 4, ForwardLimits{64, 8});
+  // No admission watermark: it would keep the newer waiting instead.
+  EngineConfig config;
+  config.admission_headroom_steps = 0;
+  Harness h(10, 4, ForwardLimits{64, 8}, config);
   auto older = h.request(prompt_of(16, 1), 8);
   auto newer = h.request(prompt_of(16, 2), 16);
   auto outs = h.drain({*h.engine.submit(older), *h.engine.submit(newer)});

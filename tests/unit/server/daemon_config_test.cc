@@ -76,6 +76,7 @@ TEST(DaemonConfig, InvalidValuesNameKeyValueOriginAndWhatIsAllowed) {
       {{"--max-num-seqs", "0"}, {"max_num_seqs", "\"0\"", "flag --max-num-seqs", "[1, 65536]"}},
       {{"--max-batch-tokens", "12x"}, {"max_batch_tokens", "12x", "integer"}},
       {{"--block-size", "2000"}, {"block_size", "2000", "[1, 1024]"}},
+      {{"--admission-headroom-steps", "-1"}, {"admission_headroom_steps", "-1", "[0, 65536]"}},
       {{"--kv-cache-bytes", "5 parsecs"}, {"kv_cache_bytes", "5 parsecs", "byte count"}},
       {{"--kv-cache-fraction", "1.5"}, {"kv_cache_fraction", "[0, 1]"}},
       {{"--backend", "tpu"}, {"backend", "tpu", "auto, cpu, gpu"}},
@@ -193,6 +194,13 @@ TEST(DaemonConfig, TuningKeysBecomeTheTuningConfig) {
   ASSERT_FALSE(never_stops.ok());
   EXPECT_NE(message(never_stops.status()).find("tuning_max_iterations"), std::string::npos);
   EXPECT_FALSE(parse({"--tuning-mode", "always"}).ok());
+}
+
+TEST(DaemonConfig, AdmissionHeadroomReachesTheEngine) {
+  EXPECT_EQ(instance_options(DaemonConfig()).engine.admission_headroom_steps, 16);
+  absl::StatusOr<CommandLine> cl = parse({"--admission-headroom-steps", "0"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(instance_options(cl->config).engine.admission_headroom_steps, 0);
 }
 
 TEST(DaemonConfig, DtypeTakesTheLongAndShortNamesAndBecomesTheBackendsDtype) {

@@ -101,6 +101,35 @@ TEST(BenchReport, TableAndJson) {
   }
 }
 
+TEST(BenchReport, WorkloadAndTheServersCounters) {
+  BenchSetup setup;
+  setup.mode = "closed loop, concurrency 2";
+  setup.workload = "shared-prefix";
+  setup.workload_params = {{"prefix_count", 4}, {"prefix_len", 256}};
+  BenchReport r = make_report(sample_run());
+  // Without --admin-server: no counters in the table, null in the JSON.
+  EXPECT_EQ(render_report(setup, r).find("prefix cache hit rate"), std::string::npos);
+  EXPECT_TRUE(report_json(setup, r)["server"].is_null());
+
+  r.server = ServerDelta{.prefix_cache_queries = 1000, .prefix_cache_hits = 640, .preemptions = 3};
+  const std::string table = render_report(setup, r);
+  for (const char* needle : {"shared-prefix: prefix_count 4, prefix_len 256",
+                             "64.0% (640 of 1000 prompt tokens)", "preemptions"}) {
+    EXPECT_NE(table.find(needle), std::string::npos) << needle << "\n" << table;
+  }
+  const nlohmann::ordered_json j = report_json(setup, r);
+  EXPECT_EQ(j["setup"]["workload"], "shared-prefix");
+  EXPECT_EQ(j["setup"]["workload_params"]["prefix_len"], 256);
+  EXPECT_DOUBLE_EQ(j["server"]["prefix_cache_hit_rate"].get<double>(), 0.64);
+  EXPECT_DOUBLE_EQ(j["server"]["prefix_cache_query_tokens"].get<double>(), 1000);
+  EXPECT_DOUBLE_EQ(j["server"]["preemptions"].get<double>(), 3);
+
+  // Nothing looked up: no rate rather than 0 / 0.
+  r.server = ServerDelta{};
+  EXPECT_NE(render_report(setup, r).find("- (no lookups)"), std::string::npos);
+  EXPECT_TRUE(report_json(setup, r)["server"]["prefix_cache_hit_rate"].is_null());
+}
+
 TEST(BenchReport, EmptyRunIsAllZero) {
   const BenchReport r = make_report(RunResult{});
   EXPECT_EQ(r.succeeded, 0u);

@@ -4,12 +4,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/unit/tools/metrics_stub.h"
 #include "tests/unit/tools/mock_generation_server.h"
 #include "tools/bench_report.h"
 #include "tools/bench_runner.h"
@@ -79,6 +81,77 @@ TEST(BenchRunner, ClosedLoopHoldsConcurrencyAndGetsEveryToken) {
   const BenchReport report = make_report(result);
   EXPECT_EQ(report.succeeded, 40u);
   EXPECT_EQ(report.wrong_output_length, 0u);
+}
+
+TEST(BenchRunner, MultiTurnSendsEachTurnAfterTheLastWithTheWholeConversation) {
+  // The mock answers 0, 1, 2, ... (text "t0 t1 ..."): a turn's prompt must be the previous
+  // turn's prompt, that answer, and its own user part.
+  for (const PromptKind kind : {PromptKind::kTokenIds, PromptKind::kWords}) {
+    SCOPED_TRACE(kind == PromptKind::kWords ? "words" : "token ids");
+    MockServer server(MockBehavior{.token_delay = std::chrono::microseconds(300)});
+    auto connection = connect(server);
+    WorkloadOptions o;
+    o.kind = WorkloadKind::kMultiTurn;
+    o.prompt_kind = kind;
+    o.conversations = 3;
+    o.turns = 4;
+    o.prompt_len = *LengthDistribution::parse("uniform:2:5");
+    o.output_len = *LengthDistribution::parse("uniform:2:6");
+    o.vocab_size = 1000;
+    o.seed = 4;
+    const std::vector<BenchRequest> turns = *build_workload(
+        o, [](const std::string& text) -> absl::StatusOr<int32_t> {
+          return static_cast<int32_t>(std::count(text.begin(), text.end(), ' ') + 2);
+        });
+    RunnerOptions options;
+    options.concurrency = 8;  // more than conversations: only the order of turns holds them back
+    options.num_requests = turns.size();
+    BenchRunner runner(*connection, options);
+    const RunResult result = runner.run(turns);
+    ASSERT_EQ(result.records.size(), turns.size());
+    for (const RequestRecord& r : result.records) ASSERT_EQ(r.code, grpc::StatusCode::OK) << r.error;
+    EXPECT_LE(server.service().max_in_flight(), 3);  // one turn per conversation at a time
+    EXPECT_GE(server.service().max_in_flight(), 2);  // conversations side by side
+
+    // The prompts each conversation sent, in the order the server got them.
+    std::map<std::string, std::string> sent_text;                 // request id -> prompt
+    std::map<std::string, std::vector<int32_t>> sent_ids;         // request id -> ids
+    for (const v1::GenerateRequest& request : server.service().requests()) {
+      sent_text[request.request_id()] = request.prompt();
+      sent_ids[request.request_id()] = {request.token_ids().ids().begin(),
+                                        request.token_ids().ids().end()};
+    }
+    ASSERT_EQ(sent_ids.size(), turns.size());
+    for (size_t i = 0; i < turns.size(); ++i) {
+      const BenchRequest& turn = turns[i];
+      const std::string& id = turn.request.request_id();
+      if (turn.turn == 0) {
+        EXPECT_EQ(sent_text[id], turn.request.prompt());
+        EXPECT_EQ(sent_ids[id].size(), static_cast<size_t>(turn.request.token_ids().ids_size()));
+        continue;
+      }
+      const BenchRequest& previous = turns[i - 1];
+      const std::string& prev_id = previous.request.request_id();
+      if (kind == PromptKind::kTokenIds) {
+        std::vector<int32_t> want = sent_ids[prev_id];
+        for (int32_t k = 0; k < previous.output_len; ++k) want.push_back(k);  // the answer
+        want.insert(want.end(), turn.request.token_ids().ids().begin(),
+                    turn.request.token_ids().ids().end());
+        EXPECT_EQ(sent_ids[id], want) << "turn " << turn.turn << " of " << turn.conversation;
+        EXPECT_EQ(static_cast<int32_t>(want.size()), turn.prompt_len);
+      } else {
+        std::string answer;
+        for (int32_t k = 0; k < previous.output_len; ++k) answer += absl::StrCat("t", k, " ");
+        EXPECT_EQ(sent_text[id], sent_text[prev_id] + answer + "\n" + turn.request.prompt());
+      }
+    }
+    // Every turn came back with the usage of its whole history.
+    for (const RequestRecord& r : result.records) {
+      if (kind == PromptKind::kTokenIds) {
+        EXPECT_EQ(r.prompt_tokens, turns[r.workload_index].prompt_len);
+      }
+    }
+  }
 }
 
 TEST(BenchRunner, OpenLoopSendsOnThePoissonSchedule) {
@@ -227,6 +300,62 @@ TEST(BenchServeCommand, PrintsTheTableAndWritesJson) {
   EXPECT_EQ(j["setup"]["prompt_kind"], "words");
   EXPECT_EQ(j["ttft_ms"]["count"], 24);
   std::remove(json_path.c_str());
+}
+
+TEST(BenchServeCommand, EachWorkloadRunsAndReportsTheServersCounters) {
+  MockServer server;
+  // The admin listener's counters move by 300 queried tokens, 120 hits and 1 preemption a scrape.
+  testing::MetricsStub admin([](int served) {
+    return absl::StrCat("tessera_prefix_cache_queries_total ", 300 * served, "\n",
+                        "tessera_prefix_cache_hits_total ", 120 * served, "\n",
+                        "tessera_num_preemptions_total ", served, "\n");
+  });
+  const std::string json_path = ::testing::TempDir() + "/bench_workloads_test.json";
+  struct Case {
+    std::vector<std::string> flags;
+    int requests;
+    std::string workload;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--workload", "shared-prefix", "--prefix-count", "2", "--prefix-len", "30",
+             "--num-requests", "6"}, 6, "shared-prefix"},
+           {{"--workload", "multi-turn", "--conversations", "2", "--turns", "3"}, 6, "multi-turn"},
+           {{"--workload", "sharegpt", "--num-requests", "5", "--prompt-kind", "words"}, 5,
+            "sharegpt"}}) {
+    SCOPED_TRACE(c.workload);
+    std::vector<std::string> words = {"serve", "--server", server.address(), "--concurrency", "4",
+                                      "--output-len", "3", "--admin-server", admin.address(),
+                                      "--json", json_path};
+    if (c.workload == "sharegpt") words.erase(words.begin() + 5, words.begin() + 7);
+    words.insert(words.end(), c.flags.begin(), c.flags.end());
+    Argv args(words);
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    const int rc = bench_command(args.argc(), args.argv());
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    ASSERT_EQ(rc, 0) << out << err;
+    EXPECT_TRUE(has_line(out, "requests ok", absl::StrCat(c.requests))) << out;
+    EXPECT_TRUE(has_line(out, "prefix cache hit rate", "40.0% (120 of 300 prompt tokens)")) << out;
+    EXPECT_TRUE(has_line(out, "preemptions", "1")) << out;
+    std::ifstream in(json_path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["setup"]["workload"], c.workload);
+    EXPECT_EQ(j["requests"]["succeeded"], c.requests);
+    EXPECT_DOUBLE_EQ(j["server"]["prefix_cache_hit_rate"].get<double>(), 0.4);
+  }
+  std::remove(json_path.c_str());
+
+  // An admin listener that is not there: the run goes on, without the counters.
+  Argv no_admin({"serve", "--server", server.address(), "--num-requests", "2", "--output-len",
+                 "2", "--admin-server", testing::unused_address()});
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(bench_command(no_admin.argc(), no_admin.argv()), 0);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout().find("prefix cache hit rate"),
+            std::string::npos);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("no server counters"),
+            std::string::npos);
 }
 
 TEST(BenchServeCommand, ExitCodes) {

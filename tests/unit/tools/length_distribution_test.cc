@@ -1,6 +1,9 @@
 #include "tools/length_distribution.h"
 
+#include <algorithm>
+#include <cmath>
 #include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -55,6 +58,32 @@ TEST(LengthDistribution, NormalHasItsMeanAndIsClamped) {
   for (int i = 0; i < 1000; ++i) ASSERT_GE(wide->sample(rng), 1);
 }
 
+TEST(LengthDistribution, LogNormalHasItsMeanAndMedianAndALongTail) {
+  auto d = LengthDistribution::parse("lognormal:161:1");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->to_string(), "lognormal:161:1");
+  // mu = ln(161) - 1/2; the cap is exp(mu + 4): 161 x e^3.5.
+  EXPECT_EQ(d->max(), static_cast<int32_t>(std::round(161 * std::exp(3.5))));
+  std::mt19937_64 rng(5);
+  std::vector<int32_t> v;
+  const int n = 40000;
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    v.push_back(d->sample(rng));
+    ASSERT_GE(v.back(), 1);
+    ASSERT_LE(v.back(), d->max());
+    sum += v.back();
+  }
+  std::sort(v.begin(), v.end());
+  EXPECT_NEAR(sum / n, 161.0, 161.0 * 0.03);
+  EXPECT_NEAR(v[n / 2], 161.0 * std::exp(-0.5), 161.0 * 0.03);  // the median, below the mean
+  EXPECT_GT(v[n * 99 / 100], 4 * 161);                         // the tail: p99 = median x e^2.33
+  // SIGMA 0 is the mean every time.
+  auto flat = LengthDistribution::parse("lognormal:50:0");
+  ASSERT_TRUE(flat.ok());
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(flat->sample(rng), 50);
+}
+
 TEST(LengthDistribution, SameSeedSameLengths) {
   auto d = LengthDistribution::parse("uniform:1:1000");
   ASSERT_TRUE(d.ok());
@@ -65,7 +94,8 @@ TEST(LengthDistribution, SameSeedSameLengths) {
 TEST(LengthDistribution, RejectsMalformedSpecs) {
   for (const char* spec :
        {"", "0", "-5", "abc", "uniform:10", "uniform:20:10", "uniform:0:10", "normal:128",
-        "normal:128:-1", "normal:x:1", "poisson:3", "fixed:", "128:256"}) {
+        "normal:128:-1", "normal:x:1", "poisson:3", "fixed:", "128:256", "lognormal:100",
+        "lognormal:0:1", "lognormal:100:-1", "lognormal:100:4", "lognormal:100:x"}) {
     EXPECT_FALSE(LengthDistribution::parse(spec).ok()) << spec;
   }
 }

@@ -13,8 +13,10 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -38,6 +40,11 @@ class MockGenerationService final : public v1::Generation::Service {
   int max_in_flight() const { return max_in_flight_.load(); }
   int calls() const { return calls_.load(); }
   const v1::GenerateRequest& last_request() const { return last_request_; }
+  // Every generate request received, in arrival order.
+  std::vector<v1::GenerateRequest> requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
 
   grpc::Status GenerateStream(grpc::ServerContext* context, const v1::GenerateRequest* request,
                               grpc::ServerWriter<v1::GenerateStreamChunk>* writer) override {
@@ -130,6 +137,10 @@ class MockGenerationService final : public v1::Generation::Service {
   grpc::Status admit(const v1::GenerateRequest& request) {
     const int call = ++calls_;
     if (call == 1) last_request_ = request;  // tests that look at it send one request
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      requests_.push_back(request);
+    }
     if (request.has_prompt() && request.prompt().empty()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "prompt: must not be empty");
     }
@@ -202,6 +213,8 @@ class MockGenerationService final : public v1::Generation::Service {
   std::atomic<int> max_in_flight_{0};
   std::atomic<int> calls_{0};
   v1::GenerateRequest last_request_;
+  mutable std::mutex mu_;
+  std::vector<v1::GenerateRequest> requests_;
 };
 
 // The service, listening on a free port of 127.0.0.1 for the test's lifetime.
