@@ -4,6 +4,7 @@
 
 #include "nlohmann/json.hpp"
 #include "base/status_macros.h"
+#include "server/echoed_text.h"
 #include "server/json_responses.h"
 #include "server/warmup_proto.h"
 
@@ -46,7 +47,7 @@ absl::StatusOr<tessera::v1::WarmupRequest> parse_body(const std::string& body) {
       request.set_force(value.get<bool>());
     } else {
       return absl::InvalidArgumentError(
-          "unknown field \"" + key +
+          "unknown field \"" + echoed_text(key) +
           "\" (known: decode_buckets, prefill_pad, max_prefill_tokens, time_budget_seconds, force)");
     }
   }
