@@ -14,6 +14,7 @@
 #include "server/api_key.h"
 #include "server/http/admin_routes.h"
 #include "server/http/openai_routes.h"
+#include "server/message_limits.h"
 #include "server/server_credentials.h"
 #include "server/prefix_cache_routes.h"
 #include "server/tuning_routes.h"
@@ -55,9 +56,8 @@ absl::Status Daemon::start() {
   builder.AddListeningPort(config_.listen, *credentials, &port_);
   builder.RegisterService(generation_.get());
   builder.RegisterService(admin_.get());
-  const int max_message = static_cast<int>(std::min<int64_t>(config_.max_message_bytes, INT32_MAX));
-  builder.SetMaxReceiveMessageSize(max_message);
-  builder.SetMaxSendMessageSize(max_message);
+  builder.SetMaxReceiveMessageSize(max_receive_message_bytes(config_.max_message_bytes));
+  builder.SetMaxSendMessageSize(max_send_message_bytes(config_.max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, to_ms(config_.keepalive_time_seconds));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, to_ms(config_.keepalive_timeout_seconds));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

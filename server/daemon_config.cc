@@ -219,7 +219,8 @@ const std::vector<KeySpec>& specs() {
                            "address the gRPC server listens on", &DaemonConfig::listen,
                            valid_listen_address));
     s.push_back(bytes_key("max_message_bytes", "a byte count (e.g. 4194304, 4MiB) in [1KiB, 1GiB]",
-                          "largest gRPC message received or sent; larger requests get RESOURCE_EXHAUSTED",
+                          "largest gRPC request; larger ones get RESOURCE_EXHAUSTED (answers may be "
+                          "16x this: a Tokenize answer is larger than its text)",
                           &DaemonConfig::max_message_bytes, kKiB, kGiB));
     s.push_back(seconds_key("keepalive_time", "a duration (e.g. 60, 60s, 500ms, 2m) in [1s, 24h]",
                             "how often the server pings an idle connection",

@@ -16,7 +16,7 @@ namespace tessera::server {
 struct DaemonConfig {
   // Transport.
   std::string listen = "0.0.0.0:50051";           // HOST:PORT (port 0: pick one) or unix:PATH
-  int64_t max_message_bytes = 4 * 1024 * 1024;    // largest request or response message
+  int64_t max_message_bytes = 4 * 1024 * 1024;    // largest request; answers up to 16x
   double keepalive_time_seconds = 60;             // server pings an idle connection this often
   double keepalive_timeout_seconds = 20;          // ...and closes it when no ack comes in time
   double keepalive_min_ping_interval_seconds = 10;  // clients may ping at most this often
