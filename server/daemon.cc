@@ -47,11 +47,16 @@ Daemon::~Daemon() {
 absl::Status Daemon::start() {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = make_server_credentials(config_);
   if (!credentials.ok()) return credentials.status();
+  absl::StatusOr<std::string> api_key =
+      resolve_api_key(config_, [](const char* name) { return std::getenv(name); });
+  if (!api_key.ok()) return api_key.status();
+  api_key_ = *std::move(api_key);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
-  generation_ = std::make_unique<GenerationService>(state_);
-  admin_ = std::make_unique<AdminService>(state_, config_.admin_token);
+  call_auth_ = std::make_unique<CallAuth>(api_key_, config_.admin_token);
+  generation_ = std::make_unique<GenerationService>(state_, *call_auth_);
+  admin_ = std::make_unique<AdminService>(state_, *call_auth_, config_.admin_token);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config_.listen, *credentials, &port_);
   builder.RegisterService(generation_.get());
@@ -78,8 +83,9 @@ absl::Status Daemon::start() {
 
   TESSERA_RETURN_IF_ERROR(start_admin_listener());
   TESSERA_RETURN_IF_ERROR(start_openai_listener());
-  spdlog::info("tesserad {} listening on {} ({}); loading {}", TESSERA_VERSION,
-               bound_address(config_.listen, port_), security_name(config_), config_.model);
+  spdlog::info("tesserad {} listening on {} ({}{}); loading {}", TESSERA_VERSION,
+               bound_address(config_.listen, port_), security_name(config_),
+               api_key_.empty() ? "" : ", API key required", config_.model);
   return absl::OkStatus();
 }
 
@@ -112,15 +118,12 @@ absl::Status Daemon::start_admin_listener() {
 
 absl::Status Daemon::start_openai_listener() {
   if (config_.openai_listen.empty()) return absl::OkStatus();
-  absl::StatusOr<std::string> api_key =
-      resolve_api_key(config_, [](const char* name) { return std::getenv(name); });
-  if (!api_key.ok()) return api_key.status();
   HttpServerOptions openai;
   openai.name = "openai";
   openai.listen = config_.openai_listen;
   openai.tls_cert = config_.tls_cert;
   openai.tls_key = config_.tls_key;
-  openai.bearer_token = *api_key;
+  openai.bearer_token = api_key_;
   openai.max_body_bytes = static_cast<size_t>(config_.max_message_bytes);
   openai.max_connections = config_.http_max_connections;
   openai.threads = config_.http_threads;
@@ -135,7 +138,7 @@ absl::Status Daemon::start_openai_listener() {
   if (absl::Status s = openai_http_->start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("openai_listen: ", std::string(s.message())));
   }
-  if (api_key->empty()) {
+  if (api_key_.empty()) {
     spdlog::warn("the OpenAI API on {} is open: no api_key, api_key_file or TESSERA_API_KEY",
                  bound_address(config_.openai_listen, openai_http_->port()));
   } else {

@@ -363,7 +363,8 @@ const std::vector<KeySpec>& specs() {
                              return v.empty() || (!v.starts_with("unix:") && valid_listen_address(v));
                            }));
     s.push_back(string_key("api_key", "any string; empty = api_key_file, then $TESSERA_API_KEY",
-                           "bearer key the OpenAI API's /v1 routes require; none = open",
+                           "bearer key the OpenAI API's /v1 routes and the gRPC Generation and Admin "
+                           "services require; none = open",
                            &DaemonConfig::api_key, any));
     s.push_back(string_key("api_key_file", "a file path, or empty",
                            "file whose first line is the API key (when api_key is empty)",

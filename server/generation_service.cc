@@ -5,6 +5,7 @@
 #include "server/generate_calls.h"
 #include "server/logging.h"
 #include "server/proto_codec.h"
+#include "server/refused_call.h"
 #include "server/request_validation.h"
 #include "server/status_mapping.h"
 
@@ -74,23 +75,35 @@ grpc::ServerUnaryReactor* answer(grpc::CallbackServerContext* context, const abs
 grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
+  if (absl::Status s = auth_.authenticate(call_authorization(*context)); !s.ok()) {
+    return answer(context, s, "Generate");
+  }
   return start_generate(context, request, response, state_);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateStream(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  if (absl::Status s = auth_.authenticate(call_authorization(*context)); !s.ok()) {
+    log_request(spdlog::level::debug, "", "GenerateStream: {}", s.ToString());
+    return new RefusedStream<grpc::ByteBuffer>(to_grpc_status(s));
+  }
   return start_generate_stream(context, request, state_);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
-  return answer(context, tokenize(*request, *response, state_), "Tokenize");
+  absl::Status s = auth_.authenticate(call_authorization(*context));
+  if (s.ok()) s = tokenize(*request, *response, state_);
+  return answer(context, s, "Tokenize");
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,
                                                         const tessera::v1::ListModelsRequest*,
                                                         tessera::v1::ListModelsResponse* response) {
+  if (absl::Status s = auth_.authenticate(call_authorization(*context)); !s.ok()) {
+    return answer(context, s, "ListModels");
+  }
   absl::StatusOr<ServedModel*> model = loaded_model(state_);
   if (model.ok()) *response->add_models() = (*model)->info();
   return answer(context, model.status(), "ListModels");
@@ -99,7 +112,9 @@ grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
-  return answer(context, model_info(*request, *response, state_), "GetModelInfo");
+  absl::Status s = auth_.authenticate(call_authorization(*context));
+  if (s.ok()) s = model_info(*request, *response, state_);
+  return answer(context, s, "GetModelInfo");
 }
 
 }  // namespace tessera::server
