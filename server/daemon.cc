@@ -100,10 +100,13 @@ absl::Status Daemon::start_admin_listener() {
   });
   TESSERA_RETURN_IF_ERROR(
       add_admin_routes(*admin_http_, readiness_, [this] { return metrics_.serialize(); }));
-  TESSERA_RETURN_IF_ERROR(add_tuning_routes(*admin_http_, [this]() -> ModelTuning* {
-    ServedModel* model = state_.model();
-    return model == nullptr ? nullptr : &model->instance().tuning();
-  }));
+  TESSERA_RETURN_IF_ERROR(add_tuning_routes(
+      *admin_http_,
+      [this]() -> ModelTuning* {
+        ServedModel* model = state_.model();
+        return model == nullptr ? nullptr : &model->instance().tuning();
+      },
+      config_.admin_token));
   TESSERA_RETURN_IF_ERROR(add_prefix_cache_routes(*admin_http_, [this]() -> Engine* {
     ServedModel* model = state_.model();
     return model == nullptr ? nullptr : &model->engine();

@@ -355,7 +355,8 @@ const std::vector<KeySpec>& specs() {
                              return !v.starts_with("unix:") && valid_listen_address(v);
                            }));
     s.push_back(string_key("admin_token", "any string; empty = no token",
-                           "bearer token that mutating admin endpoints, /v1/tuning and Admin.Warmup require",
+                           "bearer token that mutating admin endpoints and Admin.Warmup require; whoever presents "
+                           "it sees host details (GetModelInfo placement, GET /v1/tuning validators)",
                            &DaemonConfig::admin_token, any));
     s.push_back(string_key("openai_listen", "HOST:PORT with PORT in [0, 65535], or empty (off)",
                            "address of the OpenAI-compatible HTTP API (same TLS files as gRPC)",

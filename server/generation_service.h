@@ -2,7 +2,8 @@
 // (generate_calls.h); Tokenize, ListModels and GetModelInfo answer at once on the default
 // reactor. Methods that take strings are registered raw so that the server parses requests itself
 // and can name the field of a malformed one (proto_codec.h). Every method first checks the
-// caller's API key (call_auth.h).
+// caller's API key (call_auth.h); GetModelInfo and ListModels leave the host details out for a
+// caller without the admin token (host_details.h).
 #pragma once
 
 #include "server/call_auth.h"
