@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "server/http/admin_routes.h"
 #include "server/http/openai_routes.h"
 #include "server/message_limits.h"
+#include "server/open_listener.h"
 #include "server/server_credentials.h"
 #include "server/prefix_cache_routes.h"
 #include "server/tuning_routes.h"
@@ -30,6 +32,28 @@ std::string bound_address(const std::string& listen, int port) {
   if (listen.starts_with("unix:")) return listen;
   return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
 }
+
+// Leaves server reflection out of one server. Its plugin registers itself for every ServerBuilder
+// of the process once InitProtoReflectionServerBuilderPlugin() has run, so turning it off per
+// server means taking the plugin out of that builder's list.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+      return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(p.get()) != nullptr;
+    });
+  }
+};
+
+void warn_if_open(std::string_view what, std::string_view listen, std::string_view bound,
+                  bool guarded, std::string_view missing) {
+  if (std::optional<std::string> w = open_listener_warning(what, listen, bound, guarded, missing)) {
+    spdlog::warn("{}", *w);
+  }
+}
+
+constexpr char kNoApiKey[] = "no API key (api_key, api_key_file or TESSERA_API_KEY)";
 
 }  // namespace
 
@@ -61,6 +85,7 @@ absl::Status Daemon::start() {
   builder.AddListeningPort(config_.listen, *credentials, &port_);
   builder.RegisterService(generation_.get());
   builder.RegisterService(admin_.get());
+  if (config_.grpc_reflection != "true") builder.SetOption(std::make_unique<WithoutReflection>());
   builder.SetMaxReceiveMessageSize(max_receive_message_bytes(config_.max_message_bytes));
   builder.SetMaxSendMessageSize(max_send_message_bytes(config_.max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, to_ms(config_.keepalive_time_seconds));
@@ -86,6 +111,10 @@ absl::Status Daemon::start() {
   spdlog::info("tesserad {} listening on {} ({}{}); loading {}", TESSERA_VERSION,
                bound_address(config_.listen, port_), security_name(config_),
                api_key_.empty() ? "" : ", API key required", config_.model);
+  warn_if_open("gRPC (tessera.v1.Generation and Admin)", config_.listen,
+               bound_address(config_.listen, port_),
+               !api_key_.empty() || !config_.tls_client_ca.empty(),
+               absl::StrCat(kNoApiKey, " and no mTLS (tls_client_ca)"));
   return absl::OkStatus();
 }
 
@@ -114,8 +143,12 @@ absl::Status Daemon::start_admin_listener() {
   if (absl::Status s = admin_http_->start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("admin_listen: ", std::string(s.message())));
   }
+  const std::string bound = bound_address(config_.admin_listen, admin_http_->port());
   spdlog::info("admin listener (/metrics, /healthz, /readyz, /v1/tuning, /v1/prefix_cache/reset) on {}",
-               bound_address(config_.admin_listen, admin_http_->port()));
+               bound);
+  warn_if_open("the admin listener's mutating routes (POST /v1/tuning/warmup, "
+               "/v1/prefix_cache/reset)",
+               config_.admin_listen, bound, !config_.admin_token.empty(), "no admin_token");
   return absl::OkStatus();
 }
 
@@ -141,13 +174,9 @@ absl::Status Daemon::start_openai_listener() {
   if (absl::Status s = openai_http_->start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("openai_listen: ", std::string(s.message())));
   }
-  if (api_key_.empty()) {
-    spdlog::warn("the OpenAI API on {} is open: no api_key, api_key_file or TESSERA_API_KEY",
-                 bound_address(config_.openai_listen, openai_http_->port()));
-  } else {
-    spdlog::info("OpenAI API on {} (API key required)",
-                 bound_address(config_.openai_listen, openai_http_->port()));
-  }
+  const std::string bound = bound_address(config_.openai_listen, openai_http_->port());
+  spdlog::info("OpenAI API on {}{}", bound, api_key_.empty() ? "" : " (API key required)");
+  warn_if_open("the OpenAI API", config_.openai_listen, bound, !api_key_.empty(), kNoApiKey);
   return absl::OkStatus();
 }
 

@@ -238,6 +238,10 @@ const std::vector<KeySpec>& specs() {
     s.push_back(string_key("tls_client_ca", "a path to a PEM CA bundle, or empty (no client certificates)",
                            "clients must present a certificate signed by this CA (mTLS)",
                            &DaemonConfig::tls_client_ca, any));
+    s.push_back(enum_key("grpc_reflection", "one of true, false",
+                         "serve gRPC server reflection (grpcurl without the .proto); it lists the "
+                         "services and their public schema, nothing about the host",
+                         &DaemonConfig::grpc_reflection, {"true", "false"}));
     s.push_back(string_key("model", "a path to a .gguf file or a Hugging Face model directory",
                            "the model to serve", &DaemonConfig::model, non_empty));
     s.push_back(string_key("model_id", "any string; empty = the model's file name without extension",

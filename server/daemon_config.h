@@ -23,6 +23,7 @@ struct DaemonConfig {
   std::string tls_cert;       // PEM server certificate chain; empty = plaintext
   std::string tls_key;        // PEM private key of tls_cert
   std::string tls_client_ca;  // PEM CA bundle; set = mTLS (clients must present a cert it signed)
+  std::string grpc_reflection = "true";  // true or false: serve grpc.reflection.v1alpha
 
   // Model.
   std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";  // GGUF file or HF directory
