@@ -30,6 +30,7 @@ class BenchRunner::GrpcCall final : public BenchRunner::Call,
       : runner_(runner), request_(request.request) {
     record_.workload_index = index;
     record_.expected_output_tokens = request.output_len;
+    runner.connection_.authorize(context_);
     if (runner.options_.timeout_seconds > 0)
       set_deadline_after(context_, runner.options_.timeout_seconds);
   }
@@ -88,7 +89,7 @@ class BenchRunner::OpenAiCall final : public BenchRunner::Call,
  public:
   OpenAiCall(BenchRunner& runner, const BenchRequest& request, size_t index)
       : runner_(runner), body_(openai_completion_body(request.request)),
-        client_(runner.options_.openai_address) {
+        client_(runner.options_.openai_address, runner.options_.api_key) {
     record_.workload_index = index;
     record_.expected_output_tokens = request.output_len;
   }
