@@ -1,5 +1,7 @@
 #include "server/admin_service.h"
 
+#include "server/refused_call.h"
+#include "server/status_mapping.h"
 #include "server/warmup_call.h"
 
 namespace tessera::server {
@@ -22,14 +24,21 @@ tessera::v1::ServerStatus server_status(const ServingState& state) {
 grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* context,
                                                   const tessera::v1::GetStatusRequest*,
                                                   tessera::v1::ServerStatus* response) {
-  *response = server_status(state_);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status s = auth_.authenticate(call_authorization(*context)); !s.ok()) {
+    reactor->Finish(to_grpc_status(s));
+    return reactor;
+  }
+  *response = server_status(state_);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
 grpc::ServerWriteReactor<tessera::v1::WarmupProgress>* AdminService::Warmup(
     grpc::CallbackServerContext* context, const tessera::v1::WarmupRequest* request) {
+  if (absl::Status s = auth_.authenticate(call_authorization(*context)); !s.ok()) {
+    return new RefusedStream<tessera::v1::WarmupProgress>(to_grpc_status(s));
+  }
   return start_warmup_call(context, *request, state_, admin_token_);
 }
 

@@ -1,9 +1,11 @@
 // tessera.v1.Admin: GetStatus reads the serving phase and the engine's counters (atomics);
-// Warmup tunes the served model's GEMMs (warmup_call.h).
+// Warmup tunes the served model's GEMMs (warmup_call.h). Both need the API key when one is
+// configured (call_auth.h); Warmup needs the admin token too when one is configured.
 #pragma once
 
 #include <string>
 
+#include "server/call_auth.h"
 #include "server/serving_state.h"
 #include "tessera/v1/tessera.grpc.pb.h"
 
@@ -12,8 +14,8 @@ namespace tessera::server {
 class AdminService final : public tessera::v1::Admin::CallbackService {
  public:
   // `admin_token`: what Warmup requires when not empty.
-  AdminService(ServingState& state, std::string admin_token)
-      : state_(state), admin_token_(std::move(admin_token)) {}
+  AdminService(ServingState& state, const CallAuth& auth, std::string admin_token)
+      : state_(state), auth_(auth), admin_token_(std::move(admin_token)) {}
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const tessera::v1::GetStatusRequest* request,
@@ -23,6 +25,7 @@ class AdminService final : public tessera::v1::Admin::CallbackService {
 
  private:
   ServingState& state_;
+  const CallAuth& auth_;
   const std::string admin_token_;
 };
 

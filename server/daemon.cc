@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +15,8 @@
 #include "server/api_key.h"
 #include "server/http/admin_routes.h"
 #include "server/http/openai_routes.h"
+#include "server/message_limits.h"
+#include "server/open_listener.h"
 #include "server/server_credentials.h"
 #include "server/prefix_cache_routes.h"
 #include "server/tuning_routes.h"
@@ -29,6 +32,28 @@ std::string bound_address(const std::string& listen, int port) {
   if (listen.starts_with("unix:")) return listen;
   return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
 }
+
+// Leaves server reflection out of one server. Its plugin registers itself for every ServerBuilder
+// of the process once InitProtoReflectionServerBuilderPlugin() has run, so turning it off per
+// server means taking the plugin out of that builder's list.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+      return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(p.get()) != nullptr;
+    });
+  }
+};
+
+void warn_if_open(std::string_view what, std::string_view listen, std::string_view bound,
+                  bool guarded, std::string_view missing) {
+  if (std::optional<std::string> w = open_listener_warning(what, listen, bound, guarded, missing)) {
+    spdlog::warn("{}", *w);
+  }
+}
+
+constexpr char kNoApiKey[] = "no API key (api_key, api_key_file or TESSERA_API_KEY)";
 
 }  // namespace
 
@@ -46,18 +71,23 @@ Daemon::~Daemon() {
 absl::Status Daemon::start() {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = make_server_credentials(config_);
   if (!credentials.ok()) return credentials.status();
+  absl::StatusOr<std::string> api_key =
+      resolve_api_key(config_, [](const char* name) { return std::getenv(name); });
+  if (!api_key.ok()) return api_key.status();
+  api_key_ = *std::move(api_key);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
-  generation_ = std::make_unique<GenerationService>(state_);
-  admin_ = std::make_unique<AdminService>(state_, config_.admin_token);
+  call_auth_ = std::make_unique<CallAuth>(api_key_, config_.admin_token);
+  generation_ = std::make_unique<GenerationService>(state_, *call_auth_);
+  admin_ = std::make_unique<AdminService>(state_, *call_auth_, config_.admin_token);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config_.listen, *credentials, &port_);
   builder.RegisterService(generation_.get());
   builder.RegisterService(admin_.get());
-  const int max_message = static_cast<int>(std::min<int64_t>(config_.max_message_bytes, INT32_MAX));
-  builder.SetMaxReceiveMessageSize(max_message);
-  builder.SetMaxSendMessageSize(max_message);
+  if (config_.grpc_reflection != "true") builder.SetOption(std::make_unique<WithoutReflection>());
+  builder.SetMaxReceiveMessageSize(max_receive_message_bytes(config_.max_message_bytes));
+  builder.SetMaxSendMessageSize(max_send_message_bytes(config_.max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, to_ms(config_.keepalive_time_seconds));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, to_ms(config_.keepalive_timeout_seconds));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
@@ -78,8 +108,13 @@ absl::Status Daemon::start() {
 
   TESSERA_RETURN_IF_ERROR(start_admin_listener());
   TESSERA_RETURN_IF_ERROR(start_openai_listener());
-  spdlog::info("tesserad {} listening on {} ({}); loading {}", TESSERA_VERSION,
-               bound_address(config_.listen, port_), security_name(config_), config_.model);
+  spdlog::info("tesserad {} listening on {} ({}{}); loading {}", TESSERA_VERSION,
+               bound_address(config_.listen, port_), security_name(config_),
+               api_key_.empty() ? "" : ", API key required", config_.model);
+  warn_if_open("gRPC (tessera.v1.Generation and Admin)", config_.listen,
+               bound_address(config_.listen, port_),
+               !api_key_.empty() || !config_.tls_client_ca.empty(),
+               absl::StrCat(kNoApiKey, " and no mTLS (tls_client_ca)"));
   return absl::OkStatus();
 }
 
@@ -94,10 +129,13 @@ absl::Status Daemon::start_admin_listener() {
   });
   TESSERA_RETURN_IF_ERROR(
       add_admin_routes(*admin_http_, readiness_, [this] { return metrics_.serialize(); }));
-  TESSERA_RETURN_IF_ERROR(add_tuning_routes(*admin_http_, [this]() -> ModelTuning* {
-    ServedModel* model = state_.model();
-    return model == nullptr ? nullptr : &model->instance().tuning();
-  }));
+  TESSERA_RETURN_IF_ERROR(add_tuning_routes(
+      *admin_http_,
+      [this]() -> ModelTuning* {
+        ServedModel* model = state_.model();
+        return model == nullptr ? nullptr : &model->instance().tuning();
+      },
+      config_.admin_token));
   TESSERA_RETURN_IF_ERROR(add_prefix_cache_routes(*admin_http_, [this]() -> Engine* {
     ServedModel* model = state_.model();
     return model == nullptr ? nullptr : &model->engine();
@@ -105,22 +143,23 @@ absl::Status Daemon::start_admin_listener() {
   if (absl::Status s = admin_http_->start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("admin_listen: ", std::string(s.message())));
   }
+  const std::string bound = bound_address(config_.admin_listen, admin_http_->port());
   spdlog::info("admin listener (/metrics, /healthz, /readyz, /v1/tuning, /v1/prefix_cache/reset) on {}",
-               bound_address(config_.admin_listen, admin_http_->port()));
+               bound);
+  warn_if_open("the admin listener's mutating routes (POST /v1/tuning/warmup, "
+               "/v1/prefix_cache/reset)",
+               config_.admin_listen, bound, !config_.admin_token.empty(), "no admin_token");
   return absl::OkStatus();
 }
 
 absl::Status Daemon::start_openai_listener() {
   if (config_.openai_listen.empty()) return absl::OkStatus();
-  absl::StatusOr<std::string> api_key =
-      resolve_api_key(config_, [](const char* name) { return std::getenv(name); });
-  if (!api_key.ok()) return api_key.status();
   HttpServerOptions openai;
   openai.name = "openai";
   openai.listen = config_.openai_listen;
   openai.tls_cert = config_.tls_cert;
   openai.tls_key = config_.tls_key;
-  openai.bearer_token = *api_key;
+  openai.bearer_token = api_key_;
   openai.max_body_bytes = static_cast<size_t>(config_.max_message_bytes);
   openai.max_connections = config_.http_max_connections;
   openai.threads = config_.http_threads;
@@ -135,13 +174,9 @@ absl::Status Daemon::start_openai_listener() {
   if (absl::Status s = openai_http_->start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("openai_listen: ", std::string(s.message())));
   }
-  if (api_key->empty()) {
-    spdlog::warn("the OpenAI API on {} is open: no api_key, api_key_file or TESSERA_API_KEY",
-                 bound_address(config_.openai_listen, openai_http_->port()));
-  } else {
-    spdlog::info("OpenAI API on {} (API key required)",
-                 bound_address(config_.openai_listen, openai_http_->port()));
-  }
+  const std::string bound = bound_address(config_.openai_listen, openai_http_->port());
+  spdlog::info("OpenAI API on {}{}", bound, api_key_.empty() ? "" : " (API key required)");
+  warn_if_open("the OpenAI API", config_.openai_listen, bound, !api_key_.empty(), kNoApiKey);
   return absl::OkStatus();
 }
 

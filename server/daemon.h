@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "server/admin_service.h"
+#include "server/call_auth.h"
 #include "server/daemon_config.h"
 #include "server/generation_service.h"
 #include "server/http/http_server.h"
@@ -66,6 +67,8 @@ class Daemon {
   std::unique_ptr<HttpServer> admin_http_;
   std::unique_ptr<ServedModel> model_;  // declared before the servers: destroyed after them
   std::unique_ptr<HttpServer> openai_http_;
+  std::string api_key_;                   // resolved at start(); empty = none
+  std::unique_ptr<CallAuth> call_auth_;   // outlives the services that hold it
   std::unique_ptr<GenerationService> generation_;
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> server_;

@@ -219,7 +219,8 @@ const std::vector<KeySpec>& specs() {
                            "address the gRPC server listens on", &DaemonConfig::listen,
                            valid_listen_address));
     s.push_back(bytes_key("max_message_bytes", "a byte count (e.g. 4194304, 4MiB) in [1KiB, 1GiB]",
-                          "largest gRPC message received or sent; larger requests get RESOURCE_EXHAUSTED",
+                          "largest gRPC request; larger ones get RESOURCE_EXHAUSTED (answers may be "
+                          "16x this: a Tokenize answer is larger than its text)",
                           &DaemonConfig::max_message_bytes, kKiB, kGiB));
     s.push_back(seconds_key("keepalive_time", "a duration (e.g. 60, 60s, 500ms, 2m) in [1s, 24h]",
                             "how often the server pings an idle connection",
@@ -237,6 +238,10 @@ const std::vector<KeySpec>& specs() {
     s.push_back(string_key("tls_client_ca", "a path to a PEM CA bundle, or empty (no client certificates)",
                            "clients must present a certificate signed by this CA (mTLS)",
                            &DaemonConfig::tls_client_ca, any));
+    s.push_back(enum_key("grpc_reflection", "one of true, false",
+                         "serve gRPC server reflection (grpcurl without the .proto); it lists the "
+                         "services and their public schema, nothing about the host",
+                         &DaemonConfig::grpc_reflection, {"true", "false"}));
     s.push_back(string_key("model", "a path to a .gguf file or a Hugging Face model directory",
                            "the model to serve", &DaemonConfig::model, non_empty));
     s.push_back(string_key("model_id", "any string; empty = the model's file name without extension",
@@ -358,7 +363,8 @@ const std::vector<KeySpec>& specs() {
                              return !v.starts_with("unix:") && valid_listen_address(v);
                            }));
     s.push_back(string_key("admin_token", "any string; empty = no token",
-                           "bearer token that mutating admin endpoints, /v1/tuning and Admin.Warmup require",
+                           "bearer token that mutating admin endpoints and Admin.Warmup require; whoever presents "
+                           "it sees host details (GetModelInfo placement, GET /v1/tuning validators)",
                            &DaemonConfig::admin_token, any));
     s.push_back(string_key("openai_listen", "HOST:PORT with PORT in [0, 65535], or empty (off)",
                            "address of the OpenAI-compatible HTTP API (same TLS files as gRPC)",
@@ -366,7 +372,8 @@ const std::vector<KeySpec>& specs() {
                              return v.empty() || (!v.starts_with("unix:") && valid_listen_address(v));
                            }));
     s.push_back(string_key("api_key", "any string; empty = api_key_file, then $TESSERA_API_KEY",
-                           "bearer key the OpenAI API's /v1 routes require; none = open",
+                           "bearer key the OpenAI API's /v1 routes and the gRPC Generation and Admin "
+                           "services require; none = open",
                            &DaemonConfig::api_key, any));
     s.push_back(string_key("api_key_file", "a file path, or empty",
                            "file whose first line is the API key (when api_key is empty)",

@@ -16,13 +16,14 @@ namespace tessera::server {
 struct DaemonConfig {
   // Transport.
   std::string listen = "0.0.0.0:50051";           // HOST:PORT (port 0: pick one) or unix:PATH
-  int64_t max_message_bytes = 4 * 1024 * 1024;    // largest request or response message
+  int64_t max_message_bytes = 4 * 1024 * 1024;    // largest request; answers up to 16x
   double keepalive_time_seconds = 60;             // server pings an idle connection this often
   double keepalive_timeout_seconds = 20;          // ...and closes it when no ack comes in time
   double keepalive_min_ping_interval_seconds = 10;  // clients may ping at most this often
   std::string tls_cert;       // PEM server certificate chain; empty = plaintext
   std::string tls_key;        // PEM private key of tls_cert
   std::string tls_client_ca;  // PEM CA bundle; set = mTLS (clients must present a cert it signed)
+  std::string grpc_reflection = "true";  // true or false: serve grpc.reflection.v1alpha
 
   // Model.
   std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";  // GGUF file or HF directory

@@ -262,16 +262,24 @@ class GenerateStreamReactor final : public GenerateCall<grpc::ServerWriteReactor
     }
     std::optional<RequestOutput> out = handle_.stream->try_next();
     if (!out) return;
+    // The server ended the request (a drain's cancel: the client's own cancel ends the call in
+    // OnCancel before the engine answers): a last chunk says so before the status does.
+    const bool ended_by_server =
+        out->finished && out->status.code() == absl::StatusCode::kCancelled;
     if (out->finished) {
       final_seen_ = true;
       log_finished(request_id_, *out);
-      if (!out->status.ok()) {
+      if (!out->status.ok() && !ended_by_server) {
         finish_called_ = true;
         Finish(to_grpc_status(out->status));
         return;
       }
     }
     to_stream_chunk(*out, request_id_, model_->tokenizer(), chunk_);
+    if (ended_by_server) {
+      chunk_.set_finish_reason(tessera::v1::FINISH_REASON_CANCELLED);
+      chunk_.set_message(std::string(out->status.message()));
+    }
     if (absl::Status s = serialize_response(chunk_, write_buffer_); !s.ok()) {
       handle_.cancel();
       finish_called_ = true;
@@ -280,7 +288,7 @@ class GenerateStreamReactor final : public GenerateCall<grpc::ServerWriteReactor
     }
     if (out->finished) {
       finish_called_ = true;
-      StartWriteAndFinish(&write_buffer_, grpc::WriteOptions(), grpc::Status::OK);
+      StartWriteAndFinish(&write_buffer_, grpc::WriteOptions(), to_grpc_status(out->status));
       return;
     }
     writing_ = true;

@@ -3,8 +3,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "server/generate_calls.h"
+#include "server/host_details.h"
 #include "server/logging.h"
 #include "server/proto_codec.h"
+#include "server/refused_call.h"
 #include "server/request_validation.h"
 #include "server/status_mapping.h"
 
@@ -53,12 +55,18 @@ absl::Status tokenize(const grpc::ByteBuffer& buffer, grpc::ByteBuffer& out, con
   return serialize_response(response, out);
 }
 
-absl::Status model_info(const grpc::ByteBuffer& buffer, grpc::ByteBuffer& out, const ServingState& state) {
+// The model's info as `admin` may see it.
+tessera::v1::ModelInfo info_for(const ServedModel& model, bool admin) {
+  return admin ? model.info() : without_host_details(model.info());
+}
+
+absl::Status model_info(const grpc::ByteBuffer& buffer, grpc::ByteBuffer& out,
+                        const ServingState& state, bool admin) {
   tessera::v1::GetModelInfoRequest request;
   TESSERA_RETURN_IF_ERROR(parse_request(buffer, request));
   TESSERA_ASSIGN_OR_RETURN(ServedModel* model, loaded_model(state));
   TESSERA_RETURN_IF_ERROR(validate_model(request.model(), model->limits()));
-  return serialize_response(model->info(), out);
+  return serialize_response(info_for(*model, admin), out);
 }
 
 grpc::ServerUnaryReactor* answer(grpc::CallbackServerContext* context, const absl::Status& status,
@@ -74,32 +82,48 @@ grpc::ServerUnaryReactor* answer(grpc::CallbackServerContext* context, const abs
 grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
+  if (absl::Status s = auth_.authenticate(call_authorization(*context)); !s.ok()) {
+    return answer(context, s, "Generate");
+  }
   return start_generate(context, request, response, state_);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateStream(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  if (absl::Status s = auth_.authenticate(call_authorization(*context)); !s.ok()) {
+    log_request(spdlog::level::debug, "", "GenerateStream: {}", s.ToString());
+    return new RefusedStream<grpc::ByteBuffer>(to_grpc_status(s));
+  }
   return start_generate_stream(context, request, state_);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
-  return answer(context, tokenize(*request, *response, state_), "Tokenize");
+  absl::Status s = auth_.authenticate(call_authorization(*context));
+  if (s.ok()) s = tokenize(*request, *response, state_);
+  return answer(context, s, "Tokenize");
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,
                                                         const tessera::v1::ListModelsRequest*,
                                                         tessera::v1::ListModelsResponse* response) {
+  const std::optional<std::string_view> authorization = call_authorization(*context);
+  if (absl::Status s = auth_.authenticate(authorization); !s.ok()) {
+    return answer(context, s, "ListModels");
+  }
   absl::StatusOr<ServedModel*> model = loaded_model(state_);
-  if (model.ok()) *response->add_models() = (*model)->info();
+  if (model.ok()) *response->add_models() = info_for(**model, auth_.is_admin(authorization));
   return answer(context, model.status(), "ListModels");
 }
 
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
-  return answer(context, model_info(*request, *response, state_), "GetModelInfo");
+  const std::optional<std::string_view> authorization = call_authorization(*context);
+  absl::Status s = auth_.authenticate(authorization);
+  if (s.ok()) s = model_info(*request, *response, state_, auth_.is_admin(authorization));
+  return answer(context, s, "GetModelInfo");
 }
 
 }  // namespace tessera::server

@@ -1,9 +1,12 @@
 // tessera.v1.Generation on the gRPC callback API. Generate and GenerateStream are reactors
 // (generate_calls.h); Tokenize, ListModels and GetModelInfo answer at once on the default
 // reactor. Methods that take strings are registered raw so that the server parses requests itself
-// and can name the field of a malformed one (proto_codec.h).
+// and can name the field of a malformed one (proto_codec.h). Every method first checks the
+// caller's API key (call_auth.h); GetModelInfo and ListModels leave the host details out for a
+// caller without the admin token (host_details.h).
 #pragma once
 
+#include "server/call_auth.h"
 #include "server/serving_state.h"
 #include "tessera/v1/tessera.grpc.pb.h"
 
@@ -18,7 +21,7 @@ using GenerationServiceBase = tessera::v1::Generation::WithRawCallbackMethod_Gen
 
 class GenerationService final : public GenerationServiceBase {
  public:
-  explicit GenerationService(ServingState& state) : state_(state) {}
+  GenerationService(ServingState& state, const CallAuth& auth) : state_(state), auth_(auth) {}
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
@@ -37,6 +40,7 @@ class GenerationService final : public GenerationServiceBase {
 
  private:
   ServingState& state_;
+  const CallAuth& auth_;
 };
 
 }  // namespace tessera::server

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/tokenizer/utf8.h"
+#include "server/echoed_text.h"
 
 namespace tessera::server {
 
@@ -163,7 +164,7 @@ absl::Status validate_stopping(const tessera::v1::StoppingParams& p, const Model
 
 absl::Status validate_model(std::string_view model, const ModelLimits& limits) {
   if (model.empty() || model == limits.model_id) return absl::OkStatus();
-  return absl::NotFoundError(absl::StrCat("model: \"", std::string(model),
+  return absl::NotFoundError(absl::StrCat("model: \"", echoed_text(model),
                                           "\" is not served here; served: \"", limits.model_id, "\""));
 }
 

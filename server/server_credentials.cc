@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "server/pem_check.h"
 
 namespace tessera::server {
 
@@ -50,11 +51,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> make_server_credentials
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = read_pem("tls_key", config.tls_key);
   if (!key.ok()) return key.status();
+  if (absl::Status s = check_certificates("tls_cert", config.tls_cert, *cert); !s.ok()) return s;
+  if (absl::Status s = check_key_pair(config.tls_cert, *cert, config.tls_key, *key); !s.ok()) return s;
   grpc::SslServerCredentialsOptions options;
   options.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
   if (!config.tls_client_ca.empty()) {
     absl::StatusOr<std::string> ca = read_pem("tls_client_ca", config.tls_client_ca);
     if (!ca.ok()) return ca.status();
+    if (absl::Status s = check_certificates("tls_client_ca", config.tls_client_ca, *ca); !s.ok()) return s;
     options.pem_root_certs = *std::move(ca);
     options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   } else {

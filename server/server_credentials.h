@@ -12,7 +12,10 @@
 
 namespace tessera::server {
 
-// Errors name the key and the file ("tls_key: cannot read \"/etc/k.pem\": No such file ...").
+// Errors name the key and the file ("tls_key: cannot read \"/etc/k.pem\": No such file ...",
+// "... is not a PEM file", "... holds no PEM private key", "tls_key: \"k.pem\" is not the private
+// key of the certificate in tls_cert \"c.pem\""): the files are checked (pem_check.h) before
+// gRPC sees them.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> make_server_credentials(const DaemonConfig& config);
 
 // "plaintext", "TLS" or "mTLS", for the startup log line.

@@ -4,7 +4,9 @@
 
 #include "nlohmann/json.hpp"
 #include "base/status_macros.h"
+#include "server/echoed_text.h"
 #include "server/json_responses.h"
+#include "server/metrics/bearer_token.h"
 #include "server/warmup_proto.h"
 
 namespace tessera::server {
@@ -46,7 +48,7 @@ absl::StatusOr<tessera::v1::WarmupRequest> parse_body(const std::string& body) {
       request.set_force(value.get<bool>());
     } else {
       return absl::InvalidArgumentError(
-          "unknown field \"" + key +
+          "unknown field \"" + echoed_text(key) +
           "\" (known: decode_buckets, prefill_pad, max_prefill_tokens, time_budget_seconds, force)");
     }
   }
@@ -66,7 +68,8 @@ json report_json(const GemmTuneReport& r) {
               {"message", r.message}};
 }
 
-json tuning_json(const ModelTuning& tuning) {
+// `host_details`: include what describes the host (results file paths, validators, warnings).
+json tuning_json(const ModelTuning& tuning, bool host_details) {
   json devices = json::array();
   for (const TuningContext* ctx : tuning.contexts()) {
     json results = json::array();
@@ -75,11 +78,14 @@ json tuning_json(const ModelTuning& tuning) {
       entry["avg_ms"] = sol.avg_ms ? json(*sol.avg_ms) : json(nullptr);
       results.push_back(std::move(entry));
     }
-    devices.push_back({{"device", ctx->ordinal()},
-                       {"results_file", ctx->path()},
-                       {"validators", ctx->validators()},
-                       {"load_warnings", ctx->load_warnings()},
-                       {"results", std::move(results)}});
+    json device = {{"device", ctx->ordinal()}};
+    if (host_details) {
+      device["results_file"] = ctx->path();
+      device["validators"] = ctx->validators();
+      device["load_warnings"] = ctx->load_warnings();
+    }
+    device["results"] = std::move(results);
+    devices.push_back(std::move(device));
   }
   const GemmTuningStats stats = tuning.stats();
   json out = {{"mode", std::string(tuning_mode_name(tuning.config().mode))},
@@ -109,7 +115,8 @@ json tuning_json(const ModelTuning& tuning) {
 
 }  // namespace
 
-absl::Status add_tuning_routes(HttpServer& server, std::function<ModelTuning*()> tuning) {
+absl::Status add_tuning_routes(HttpServer& server, std::function<ModelTuning*()> tuning,
+                               std::string admin_token) {
   TESSERA_RETURN_IF_ERROR(server.add_route(
       "POST", "/v1/tuning/warmup",
       [tuning](const HttpRequest& request) {
@@ -129,12 +136,14 @@ absl::Status add_tuning_routes(HttpServer& server, std::function<ModelTuning*()>
       /*token_required=*/true));
   TESSERA_RETURN_IF_ERROR(server.add_route(
       "GET", "/v1/tuning",
-      [tuning](const HttpRequest&) {
+      [tuning, admin_token = std::move(admin_token)](const HttpRequest& request) {
         ModelTuning* t = tuning();
         if (t == nullptr) return error_response(503, "the model is still loading");
-        return json_response(200, tuning_json(*t));
-      },
-      /*token_required=*/true));
+        const bool admin =
+            !admin_token.empty() &&
+            bearer_token_matches(request.header("authorization").value_or(""), admin_token);
+        return json_response(200, tuning_json(*t, admin));
+      }));
   return absl::OkStatus();
 }
 

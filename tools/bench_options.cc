@@ -84,6 +84,7 @@ absl::StatusOr<BenchServeOptions> read_bench_serve_flags(const Args& args) {
   if (api == "openai") {
     o.runner.api = Api::kOpenAi;
     o.runner.openai_address = args.get("openai-server", "127.0.0.1:8000");
+    o.runner.api_key = o.connection.api_key;
     if (args.has("timeout")) {
       return absl::InvalidArgumentError("--timeout applies to --api grpc only");
     }

@@ -33,6 +33,7 @@ class BenchRunner::GrpcCall final : public BenchRunner::Call,
       : runner_(runner), request_(request), keep_output_(spec.conversation >= 0) {
     record_.workload_index = index;
     record_.expected_output_tokens = spec.output_len;
+    runner.connection_.authorize(context_);
     if (runner.options_.timeout_seconds > 0)
       set_deadline_after(context_, runner.options_.timeout_seconds);
   }
@@ -98,7 +99,8 @@ class BenchRunner::OpenAiCall final : public BenchRunner::Call,
   OpenAiCall(BenchRunner& runner, const BenchRequest& spec, const v1::GenerateRequest& request,
              size_t index)
       : runner_(runner), body_(openai_completion_body(request)),
-        client_(runner.options_.openai_address), keep_output_(spec.conversation >= 0) {
+        client_(runner.options_.openai_address, runner.options_.api_key),
+        keep_output_(spec.conversation >= 0) {
     record_.workload_index = index;
     record_.expected_output_tokens = spec.output_len;
   }

@@ -38,6 +38,7 @@ enum class Api { kGrpc, kOpenAi };
 struct RunnerOptions {
   Api api = Api::kGrpc;
   std::string openai_address;  // HOST:PORT of the OpenAI port (Api::kOpenAi)
+  std::string api_key;         // sent as "Authorization: Bearer" on the OpenAI port; empty = none
   int32_t concurrency = 1;  // most calls in flight; 0 = no limit (open loop only)
   double request_rate = std::numeric_limits<double>::infinity();  // per second; inf = closed loop
   size_t num_requests = 0;      // calls to send; 0 = until duration_seconds

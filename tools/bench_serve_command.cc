@@ -33,6 +33,7 @@ constexpr int kExitRequestsFailed = 3;
 
 absl::StatusOr<v1::ModelInfo> model_info(ServerConnection& connection, const std::string& model) {
   grpc::ClientContext context;
+  connection.authorize(context);
   set_deadline_after(context, kSetupCallTimeoutSeconds);
   v1::GetModelInfoRequest request;
   request.set_model(model);
@@ -45,6 +46,7 @@ absl::StatusOr<v1::ModelInfo> model_info(ServerConnection& connection, const std
 TokenCounter server_token_counter(ServerConnection& connection, const std::string& model) {
   return [&connection, model](const std::string& text) -> absl::StatusOr<int32_t> {
     grpc::ClientContext context;
+    connection.authorize(context);
     set_deadline_after(context, kSetupCallTimeoutSeconds);
     v1::TokenizeRequest request;
     request.set_model(model);

@@ -102,6 +102,7 @@ int chat_command(int argc, char** argv) {
     *request.mutable_chat() = conversation;
     apply_generation_flags(*flags, request);
     grpc::ClientContext context;
+    (*connection)->authorize(context);
     if (*timeout > 0) set_deadline_after(context, *timeout);
     absl::StatusOr<GenerationResult> result;
     bool interrupted = false;

@@ -77,6 +77,7 @@ int generate_command(int argc, char** argv) {
   auto connection = ServerConnection::open(*connection_options);
   if (!connection.ok()) return report_error(kCommand, connection.status());
   grpc::ClientContext context;
+  (*connection)->authorize(context);
   if (*timeout > 0) set_deadline_after(context, *timeout);
   bool printed = false;
   absl::StatusOr<GenerationResult> result;

@@ -46,6 +46,7 @@ int models_command(int argc, char** argv) {
   if (!connection.ok()) return report_error(kCommand, connection.status());
 
   grpc::ClientContext context;
+  (*connection)->authorize(context);
   set_deadline_after(context, kCallTimeoutSeconds);
   v1::ListModelsResponse response;
   const grpc::Status status =

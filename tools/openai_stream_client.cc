@@ -66,6 +66,7 @@ absl::Status OpenAiStreamClient::run(const json& body,
   http::request<http::string_body> request(http::verb::post, "/v1/completions", 11);
   request.set(http::field::host, address_);
   request.set(http::field::content_type, "application/json");
+  if (!api_key_.empty()) request.set(http::field::authorization, "Bearer " + api_key_);
   request.body() = body.dump();
   request.prepare_payload();
   http::write(stream, request, ec);

@@ -19,8 +19,9 @@ nlohmann::json openai_completion_body(const v1::GenerateRequest& request);
 
 class OpenAiStreamClient {
  public:
-  // `address` is HOST:PORT.
-  explicit OpenAiStreamClient(std::string address) : address_(std::move(address)) {}
+  // `address` is HOST:PORT; `api_key`, when not empty, goes as "Authorization: Bearer KEY".
+  OpenAiStreamClient(std::string address, std::string api_key)
+      : address_(std::move(address)), api_key_(std::move(api_key)) {}
 
   // Blocks until the stream ends ("data: [DONE]"), fails or is cancelled. `on_event` gets each
   // event's JSON. Errors: UNAVAILABLE (cannot connect, connection lost), the HTTP status mapped
@@ -32,6 +33,7 @@ class OpenAiStreamClient {
 
  private:
   const std::string address_;
+  const std::string api_key_;
   std::atomic<int> fd_{-1};
   std::atomic<bool> cancelled_{false};
 };

@@ -26,7 +26,7 @@ absl::StatusOr<std::string> read_file(const std::string& flag, const std::string
 
 const std::set<std::string>& connection_value_flags() {
   static const std::set<std::string> flags = {"server", "tls-ca", "tls-cert", "tls-key",
-                                              "tls-server-name"};
+                                              "tls-server-name", "api-key"};
   return flags;
 }
 
@@ -41,10 +41,13 @@ const char* connection_flags_usage() {
          "      --tls-ca FILE           PEM CA bundle to verify the server (system roots)\n"
          "      --tls-cert FILE         client certificate, for mTLS (with --tls-key)\n"
          "      --tls-key FILE          client private key, for mTLS\n"
-         "      --tls-server-name NAME  name to verify in the server's certificate\n";
+         "      --tls-server-name NAME  name to verify in the server's certificate\n"
+         "      --api-key KEY           tesserad's API key ($TESSERA_API_KEY), sent as\n"
+         "                              \"authorization: Bearer KEY\"\n";
 }
 
-absl::StatusOr<ConnectionOptions> read_connection_flags(const Args& args) {
+absl::StatusOr<ConnectionOptions> read_connection_flags(
+    const Args& args, const std::function<const char*(const char*)>& getenv) {
   ConnectionOptions options;
   options.address = args.get("server", kDefaultServer);
   if (options.address.empty()) return absl::InvalidArgumentError("--server needs HOST:PORT");
@@ -56,6 +59,12 @@ absl::StatusOr<ConnectionOptions> read_connection_flags(const Args& args) {
                 !options.key_file.empty() || !options.server_name.empty();
   if (options.cert_file.empty() != options.key_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together (mTLS)");
+  }
+  if (args.has("api-key")) {
+    options.api_key = args.get("api-key");
+    if (options.api_key.empty()) return absl::InvalidArgumentError("--api-key needs a key");
+  } else if (const char* env = getenv("TESSERA_API_KEY"); env != nullptr) {
+    options.api_key = env;
   }
   return options;
 }
@@ -84,9 +93,14 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::open(
   }
   std::unique_ptr<ServerConnection> connection(new ServerConnection());
   connection->address_ = options.address;
+  connection->api_key_ = options.api_key;
   connection->channel_ = grpc::CreateCustomChannel(options.address, credentials, channel_args);
   connection->generation_ = v1::Generation::NewStub(connection->channel_);
   return connection;
+}
+
+void ServerConnection::authorize(grpc::ClientContext& context) const {
+  if (!api_key_.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", api_key_));
 }
 
 absl::Status ServerConnection::check(const grpc::Status& status) const {

@@ -3,6 +3,8 @@
 // server could not be reached at all, the address that was tried).
 #pragma once
 
+#include <cstdlib>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -26,15 +28,19 @@ struct ConnectionOptions {
   std::string cert_file;                 // --tls-cert: client certificate (mTLS)
   std::string key_file;                  // --tls-key: its private key (mTLS)
   std::string server_name;               // --tls-server-name: name to verify instead of HOST
+  std::string api_key;                   // --api-key, else $TESSERA_API_KEY; empty = send none
 };
 
-// --server --tls-ca --tls-cert --tls-key --tls-server-name
+// --server --tls-ca --tls-cert --tls-key --tls-server-name --api-key
 const std::set<std::string>& connection_value_flags();
 // --tls
 const std::set<std::string>& connection_bool_flags();
 const char* connection_flags_usage();
 
-absl::StatusOr<ConnectionOptions> read_connection_flags(const Args& args);
+// `getenv` reads the environment (std::getenv by default): TESSERA_API_KEY when --api-key is not
+// given.
+absl::StatusOr<ConnectionOptions> read_connection_flags(
+    const Args& args, const std::function<const char*(const char*)>& getenv = std::getenv);
 
 class ServerConnection {
  public:
@@ -45,6 +51,10 @@ class ServerConnection {
   v1::Generation::Stub& generation() { return *generation_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
+  // Adds "authorization: Bearer <api key>" to the call when a key was given. Every call this
+  // CLI makes goes through here (tesserad wants the key on Generation and Admin when it has one).
+  void authorize(grpc::ClientContext& context) const;
+
   // OK stays OK. Otherwise the code is kept and the message reads "CODE: server message"; when
   // the channel never reached the server (UNAVAILABLE or DEADLINE_EXCEEDED while not connected)
   // it reads "cannot connect to tesserad at ADDRESS: CODE: ...".
@@ -54,6 +64,7 @@ class ServerConnection {
   ServerConnection() = default;
 
   std::string address_;
+  std::string api_key_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Generation::Stub> generation_;
 };

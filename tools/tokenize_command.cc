@@ -58,6 +58,7 @@ int tokenize_command(int argc, char** argv) {
     request.set_add_special_tokens(!args->has("no-special-tokens"));
   }
   grpc::ClientContext context;
+  (*connection)->authorize(context);
   set_deadline_after(context, kCallTimeoutSeconds);
   v1::TokenizeResponse response;
   const grpc::Status status = (*connection)->generation().Tokenize(&context, request, &response);

@@ -178,14 +178,20 @@ class OpenAiCall final : public ResponseProducer {
       const bool any = read(c, text, logprobs);
       const bool role_delta = head_.endpoint == OpenAiEndpoint::kChat && !c.role_sent;
       if (!any && !role_delta) continue;
-      if (c.finished && !c.final.status.ok()) continue;  // reported below
+      // The server ended the choice (a drain's cancel): its last chunk says finish_reason
+      // "cancelled" before the error event below says why. Other failures only get the event.
+      const bool ended_by_server =
+          c.finished && c.final.status.code() == absl::StatusCode::kCancelled;
+      if (c.finished && !c.final.status.ok() && !ended_by_server) continue;  // reported below
       const bool finishing = c.finished && !was_finished;
       json lp = request_.logprobs && !logprobs.empty()
                     ? openai_logprobs(head_.endpoint, logprobs, model_->tokenizer(), c.text_bytes)
                     : json(nullptr);
       c.text_bytes += static_cast<int64_t>(text.size());
       c.role_sent = true;
-      const FinishReason* reason = finishing ? &c.final.finish_reason : nullptr;
+      static constexpr FinishReason kCancelled = FinishReason::kCancelled;
+      const FinishReason* reason =
+          !finishing ? nullptr : ended_by_server ? &kCancelled : &c.final.finish_reason;
       events += sse_event(openai_chunk(
           head_, json::array({openai_chunk_choice(head_.endpoint, static_cast<int>(i), text, lp,
                                                   reason, role_delta)}),

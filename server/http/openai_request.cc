@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "server/echoed_text.h"
 
 namespace tessera::server {
 
@@ -142,7 +143,7 @@ absl::Status read_messages(const json& v, GenerateRequest& out) {
       } else if (key == "tool_calls") {
         if (!value.is_null() && !value.empty()) return not_supported(at);
       } else {
-        return bad(at, "is not a field of a chat message");
+        return bad(echoed_text(at), "is not a field of a chat message");
       }
     }
     if (m.role().empty()) return bad(absl::StrCat(field, ".role"), "is required");
@@ -231,7 +232,7 @@ absl::Status read_field(OpenAiEndpoint endpoint, const std::string& key, const j
   } else if (key == "stream_options") {
     if (!v.is_object()) return bad(key, "must be an object");
     for (const auto& [option, value] : v.items()) {
-      if (option != "include_usage") return bad(absl::StrCat(key, ".", option), "is not a stream option");
+      if (option != "include_usage") return bad(echoed_text(absl::StrCat(key, ".", option)), "is not a stream option");
       absl::StatusOr<bool> b = boolean(value, "stream_options.include_usage");
       if (!b.ok()) return b.status();
       out.include_usage = *b;
@@ -288,7 +289,7 @@ absl::Status read_field(OpenAiEndpoint endpoint, const std::string& key, const j
   } else if (chat && key == "parallel_tool_calls") {
     if (!v.is_boolean()) return bad(key, "must be true or false");
   } else {
-    return bad(key, "is not a field of this endpoint");
+    return bad(echoed_text(key), "is not a field of this endpoint");
   }
   return absl::OkStatus();
 }

@@ -22,7 +22,8 @@ json chat_token(int32_t token, float logprob, const Tokenizer& tokenizer) {
 }  // namespace
 
 const char* openai_finish_reason(FinishReason reason) {
-  return reason == FinishReason::kLength ? "length" : "stop";
+  if (reason == FinishReason::kLength) return "length";
+  return reason == FinishReason::kCancelled ? "cancelled" : "stop";
 }
 
 json openai_usage(int64_t prompt_tokens, int64_t completion_tokens) {

@@ -21,7 +21,8 @@ struct OpenAiResponseHead {
   std::string model;
 };
 
-// "stop" for eos and stop strings/ids, "length" for max_tokens.
+// "stop" for eos and stop strings/ids, "length" for max_tokens, "cancelled" for a request the
+// server ended (a drain; not in OpenAI's list, which has no such case).
 const char* openai_finish_reason(FinishReason reason);
 
 nlohmann::json openai_usage(int64_t prompt_tokens, int64_t completion_tokens);

@@ -80,7 +80,7 @@ class OpenAiClientTest(unittest.TestCase):
         self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens + 8)
         grpc = subprocess.run(
             [CLI, "generate", "--server", "127.0.0.1:%d" % self.daemon.grpc_port, "--unary",
-             "--temperature", "0", "--max-tokens", "8", PROMPT],
+             "--api-key", API_KEY, "--temperature", "0", "--max-tokens", "8", PROMPT],
             capture_output=True, text=True, timeout=120)
         self.assertEqual(grpc.returncode, 0, grpc.stderr)
         self.assertEqual(grpc.stdout, r.choices[0].text)

@@ -93,7 +93,10 @@ TEST(TuningE2E, HttpWarmupTunesThePlanAndGetShowsIt) {
   EXPECT_TRUE(lm_head);
   ASSERT_EQ(doc["devices"].size(), 1u);
   EXPECT_GE(doc["devices"][0]["results"].size(), static_cast<size_t>(kTinyPlanGemms));
-  EXPECT_TRUE(doc["devices"][0]["validators"].contains("CPU_MODEL"));
+  // No admin token configured: nobody sees the host details (the CPU model, the file's path).
+  EXPECT_FALSE(doc["devices"][0].contains("validators")) << doc["devices"][0].dump(2);
+  EXPECT_FALSE(doc["devices"][0].contains("results_file"));
+  EXPECT_FALSE(doc["devices"][0].contains("load_warnings"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/results0.csv"));
 
   const HttpReply metrics = admin(port, "GET", "/metrics");
@@ -176,9 +179,22 @@ TEST(TuningE2E, AdminTokenGuardsTuningAndTheCliWarmsUp) {
   auto server = TestServer::start(config);
   ASSERT_NE(server, nullptr);
   const int port = server->daemon().admin_port();
-  EXPECT_EQ(admin(port, "GET", "/v1/tuning").status, 401);
   EXPECT_EQ(admin(port, "POST", "/v1/tuning/warmup", kTinyPlan).status, 401);
-  EXPECT_EQ(admin(port, "GET", "/v1/tuning", "", "s3cret").status, 200);
+  // GET answers everyone; only the admin token shows the host details.
+  const HttpReply anonymous = admin(port, "GET", "/v1/tuning");
+  ASSERT_EQ(anonymous.status, 200) << anonymous.body;
+  const json public_doc = json::parse(anonymous.body);
+  EXPECT_FALSE(public_doc["devices"][0].contains("validators")) << anonymous.body;
+  EXPECT_FALSE(public_doc["devices"][0].contains("results_file")) << anonymous.body;
+  const HttpReply wrong = admin(port, "GET", "/v1/tuning", "", "s3cre7");
+  ASSERT_EQ(wrong.status, 200);
+  EXPECT_FALSE(json::parse(wrong.body)["devices"][0].contains("validators")) << wrong.body;
+  const HttpReply full = admin(port, "GET", "/v1/tuning", "", "s3cret");
+  ASSERT_EQ(full.status, 200);
+  const json full_doc = json::parse(full.body);
+  EXPECT_TRUE(full_doc["devices"][0]["validators"].contains("CPU_MODEL")) << full.body;
+  EXPECT_NE(full_doc["devices"][0]["results_file"].get<std::string>().find("results"),
+            std::string::npos) << full.body;
   EXPECT_EQ(admin(port, "GET", "/metrics").status, 200);  // scrapes stay open
 
   grpc::ClientContext ctx;

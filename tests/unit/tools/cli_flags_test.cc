@@ -174,6 +174,33 @@ TEST(ConnectionFlags, DefaultsAndTls) {
   EXPECT_FALSE(read_connection_flags(*half_mtls).ok());
 }
 
+TEST(ConnectionFlags, ApiKeyFromTheFlagElseTheEnvironment) {
+  const auto env = [](const char* name) -> const char* {
+    return std::string(name) == "TESSERA_API_KEY" ? "from-env" : nullptr;
+  };
+  const auto no_env = [](const char*) -> const char* { return nullptr; };
+  auto none = parse_generation({});
+  ASSERT_TRUE(none.ok());
+  auto c = read_connection_flags(*none, no_env);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->api_key, "");
+  c = read_connection_flags(*none, env);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->api_key, "from-env");
+
+  auto flag = parse_generation({"--api-key", "from-flag"});
+  ASSERT_TRUE(flag.ok());
+  c = read_connection_flags(*flag, env);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->api_key, "from-flag");
+
+  auto empty = parse_generation({"--api-key", ""});
+  ASSERT_TRUE(empty.ok());
+  c = read_connection_flags(*empty, env);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("--api-key"), std::string::npos);
+}
+
 TEST(ConnectionFlags, MissingTlsFileIsAClearError) {
   ConnectionOptions options;
   options.tls = true;

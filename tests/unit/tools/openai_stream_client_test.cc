@@ -28,7 +28,7 @@ TEST(OpenAiCompletionBody, CarriesTheWorkloadRequest) {
 }
 
 TEST(OpenAiStreamClient, AnUnreachableServerIsUnavailable) {
-  OpenAiStreamClient client("127.0.0.1:1");
+  OpenAiStreamClient client("127.0.0.1:1", "");
   const absl::Status s = client.run({}, [](const nlohmann::json&) {});
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
 }
