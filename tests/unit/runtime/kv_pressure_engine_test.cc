@@ -109,6 +109,21 @@ TEST(KvPressure, NoStreamWaitsAStepWhenTheHeadroomCoversEveryOutput) {
   EXPECT_GT(without.max_gap, 1);
 }
 
+TEST(KvPressure, HeadroomForTheLongestOutputNeverStallsAClosedLoop) {
+  // 8 clients, 4 requests each, of 32-79 prompt tokens and 96-159 output tokens, over 64 blocks
+  // of 16: about 1.5 times what fits. With room held for every whole output, sequences wait in
+  // the queue instead of being preempted mid-stream: a token every step for every stream.
+  std::vector<std::vector<Load>> loop(8);
+  for (int n = 0; n < 32; ++n) loop[n % 8].push_back(Load{32 + n * 5 % 48, 96 + n * 7 % 64});
+  const PressureRun held = run_clients(64, loop, headroom(160));
+  EXPECT_EQ(held.preemptions, 0);
+  EXPECT_EQ(held.max_gap, 1);
+  // The default headroom (16 steps) cannot see that far: streams are preempted and stall.
+  const PressureRun by_default = run_clients(64, loop, EngineConfig());
+  EXPECT_GT(by_default.preemptions, 0);
+  EXPECT_GT(by_default.max_gap, 1);
+}
+
 TEST(KvPressure, AClosedLoopBeyondThePoolServesEveryRequest) {
   // 8 clients, 4 requests each, of 32-79 prompt tokens and 96-159 output tokens, over 64 blocks
   // of 16: about 1.5 times what fits. Outputs outgrow the headroom, so streams are preempted;
