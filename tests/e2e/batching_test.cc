@@ -147,6 +147,9 @@ TEST(BatchingE2E, SmallKvCachePreemptsAndEveryRequestMatchesItsSoloRun) {
   server::DaemonConfig config = test_config();
   config.kv_cache_bytes = kBlocks * kv_block_bytes();
   config.max_num_seqs = kRequests;
+  // No admission watermark: all five run at once and outgrow the pool, so preemption (the path
+  // under test) happens; the watermark's own effect is tested in KvPressure.*.
+  config.admission_headroom_steps = 0;
   auto server = TestServer::start(config);
   ASSERT_NE(server, nullptr);
   ASSERT_EQ(server->model_info().kv_cache_blocks(), kBlocks);
