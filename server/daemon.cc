@@ -79,7 +79,8 @@ absl::Status Daemon::start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   call_auth_ = std::make_unique<CallAuth>(api_key_, config_.admin_token);
-  generation_ = std::make_unique<GenerationService>(state_, *call_auth_);
+  delivery_ = std::make_unique<OutputDelivery>();
+  generation_ = std::make_unique<GenerationService>(state_, *call_auth_, *delivery_);
   admin_ = std::make_unique<AdminService>(state_, *call_auth_, config_.admin_token);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config_.listen, *credentials, &port_);

@@ -19,6 +19,7 @@
 #include "server/http/http_server.h"
 #include "server/metrics/readiness_state.h"
 #include "server/metrics/tessera_metrics.h"
+#include "server/output_delivery.h"
 #include "server/serving_state.h"
 
 namespace tessera::server {
@@ -65,6 +66,9 @@ class Daemon {
   TesseraMetrics metrics_;    // outlives the engine that reports to it
   ReadinessState readiness_;
   std::unique_ptr<HttpServer> admin_http_;
+  // Runs the gRPC calls' output pumps: destroyed after the model and the servers, since the
+  // engine's last outputs (shutdown) reach the calls through it while the gRPC server drains.
+  std::unique_ptr<OutputDelivery> delivery_;
   std::unique_ptr<ServedModel> model_;  // declared before the servers: destroyed after them
   std::unique_ptr<HttpServer> openai_http_;
   std::string api_key_;                   // resolved at start(); empty = none

@@ -26,18 +26,21 @@ using tessera::v1::GenerateRequest;
 using SystemClock = std::chrono::system_clock;
 
 // What a reactor shares with its OutputStream's notifier. The notifier runs on the engine thread
-// and may outlive the reactor: it reaches the reactor only through `on_output`, which OnDone
-// clears under the same lock.
-struct Link {
+// and only queues the link on the OutputDelivery; `deliver` runs on the delivery thread and may
+// outlive the reactor: it reaches the reactor only through `on_output`, which OnDone clears under
+// the same lock.
+struct Link final : Deliverable {
   std::mutex mu;
   std::function<void()> on_output;  // called with `mu` held
+
+  void deliver() override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (on_output) on_output();
+  }
 };
 
-void attach(const std::shared_ptr<Link>& link, OutputStream& stream) {
-  stream.set_notifier([link] {
-    std::lock_guard<std::mutex> lock(link->mu);
-    if (link->on_output) link->on_output();
-  });
+void attach(const std::shared_ptr<Link>& link, OutputStream& stream, OutputDelivery& delivery) {
+  stream.set_notifier([link, &delivery] { delivery.post(link); });
 }
 
 void log_finished(const std::string& request_id, const RequestOutput& out) {
@@ -132,8 +135,8 @@ class GenerateCall : public Reactor {
   }
 
  protected:
-  explicit GenerateCall(grpc::CallbackServerContext* context)
-      : context_(context), link_(std::make_shared<Link>()) {}
+  GenerateCall(grpc::CallbackServerContext* context, OutputDelivery& delivery)
+      : context_(context), delivery_(delivery), link_(std::make_shared<Link>()) {}
 
   // Parses and submits; false when the request was rejected (the call is then finished).
   bool submit(const grpc::ByteBuffer* request, ServingState& state) {
@@ -157,10 +160,11 @@ class GenerateCall : public Reactor {
       std::lock_guard<std::mutex> lock(link_->mu);
       link_->on_output = std::move(pump_locked);
     }
-    attach(link_, *handle_.stream);
+    attach(link_, *handle_.stream, delivery_);
   }
 
   grpc::CallbackServerContext* context_;
+  OutputDelivery& delivery_;
   std::shared_ptr<Link> link_;
   std::string request_id_;
   RequestHandle handle_;
@@ -174,8 +178,8 @@ class GenerateCall : public Reactor {
 class GenerateUnaryReactor final : public GenerateCall<grpc::ServerUnaryReactor> {
  public:
   GenerateUnaryReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-                       grpc::ByteBuffer* response, ServingState& state)
-      : GenerateCall(context), response_buffer_(response) {
+                       grpc::ByteBuffer* response, ServingState& state, OutputDelivery& delivery)
+      : GenerateCall(context, delivery), response_buffer_(response) {
     if (!submit(request, state)) return;
     response_.set_request_id(request_id_);
     response_.set_model(model_->id());
@@ -220,8 +224,8 @@ class GenerateUnaryReactor final : public GenerateCall<grpc::ServerUnaryReactor>
 class GenerateStreamReactor final : public GenerateCall<grpc::ServerWriteReactor<grpc::ByteBuffer>> {
  public:
   GenerateStreamReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-                        ServingState& state)
-      : GenerateCall(context) {
+                        ServingState& state, OutputDelivery& delivery)
+      : GenerateCall(context, delivery) {
     if (!submit(request, state)) return;
     deliver_outputs_to([this] { pump_locked(); });
   }
@@ -374,13 +378,14 @@ absl::StatusOr<SubmittedRequest> submit_generate(const GenerateRequest& request,
 
 grpc::ServerUnaryReactor* start_generate(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
-                                         ServingState& state) {
-  return new GenerateUnaryReactor(context, request, response, state);
+                                         ServingState& state, OutputDelivery& delivery) {
+  return new GenerateUnaryReactor(context, request, response, state, delivery);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* start_generate_stream(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, ServingState& state) {
-  return new GenerateStreamReactor(context, request, state);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, ServingState& state,
+    OutputDelivery& delivery) {
+  return new GenerateStreamReactor(context, request, state, delivery);
 }
 
 }  // namespace tessera::server

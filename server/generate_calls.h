@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/request/request.h"
+#include "server/output_delivery.h"
 #include "server/serving_state.h"
 #include "tessera/v1/tessera.pb.h"
 
@@ -38,11 +39,13 @@ absl::StatusOr<SubmittedRequest> submit_generate(const tessera::v1::GenerateRequ
 // The request id a call logs under: the client's when usable, a new one otherwise.
 std::string request_id_for(const tessera::v1::GenerateRequest& request);
 
+// The Generate calls: the engine's outputs reach each call's reactor through `delivery`'s thread.
 grpc::ServerUnaryReactor* start_generate(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
-                                         ServingState& state);
+                                         ServingState& state, OutputDelivery& delivery);
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* start_generate_stream(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, ServingState& state);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, ServingState& state,
+    OutputDelivery& delivery);
 
 }  // namespace tessera::server

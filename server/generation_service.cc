@@ -85,7 +85,7 @@ grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContex
   if (absl::Status s = auth_.authenticate(call_authorization(*context)); !s.ok()) {
     return answer(context, s, "Generate");
   }
-  return start_generate(context, request, response, state_);
+  return start_generate(context, request, response, state_, delivery_);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateStream(
@@ -94,7 +94,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateStream(
     log_request(spdlog::level::debug, "", "GenerateStream: {}", s.ToString());
     return new RefusedStream<grpc::ByteBuffer>(to_grpc_status(s));
   }
-  return start_generate_stream(context, request, state_);
+  return start_generate_stream(context, request, state_, delivery_);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,

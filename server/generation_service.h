@@ -7,6 +7,7 @@
 #pragma once
 
 #include "server/call_auth.h"
+#include "server/output_delivery.h"
 #include "server/serving_state.h"
 #include "tessera/v1/tessera.grpc.pb.h"
 
@@ -21,7 +22,9 @@ using GenerationServiceBase = tessera::v1::Generation::WithRawCallbackMethod_Gen
 
 class GenerationService final : public GenerationServiceBase {
  public:
-  GenerationService(ServingState& state, const CallAuth& auth) : state_(state), auth_(auth) {}
+  // `delivery` runs the Generate calls' output pumps; it outlives the service's calls.
+  GenerationService(ServingState& state, const CallAuth& auth, OutputDelivery& delivery)
+      : state_(state), auth_(auth), delivery_(delivery) {}
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
@@ -41,6 +44,7 @@ class GenerationService final : public GenerationServiceBase {
  private:
   ServingState& state_;
   const CallAuth& auth_;
+  OutputDelivery& delivery_;
 };
 
 }  // namespace tessera::server
