@@ -57,7 +57,8 @@
 #            a 1,500-token system prompt, 100-token user parts) with the prefix cache on and off;
 #            each load's step profile (tests/bench/step_profile.py: steps, rows per step, ms per
 #            phase) from /metrics around it; LOAD_WARMUP=1 also times the warmup of the default
-#            buckets; BEFORE=<bundle> runs the same loads on that build's tesserad too
+#            buckets; BEFORE=<bundle> runs the same loads on that build's tesserad too; LOADS picks
+#            among c1 c256_128 c256_1000, LOAD_SHARED=0 leaves the shared-prefix pair out
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -559,11 +560,16 @@ run_load() {
     local daemon=$bundle/bin/tesserad
     [[ $build == before ]] && daemon=$BEFORE/bin/tesserad
     TESSERAD=$daemon start_server "load_$build" --max-num-seqs 256 --tuning-mode off || continue
-    load_run "${build}_c1" --concurrency 1 --num-requests 4 --prompt-len 128 --output-len 256
-    load_run "${build}_c256_128" --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128
-    load_run "${build}_c256_1000" --concurrency 256 --num-requests 256 --prompt-len 1000 --output-len 1000
+    for load in ${LOADS:-c1 c256_128 c256_1000}; do
+      case $load in
+        c1) load_run "${build}_c1" --concurrency 1 --num-requests 4 --prompt-len 128 --output-len 256 ;;
+        c256_128) load_run "${build}_c256_128" --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128 ;;
+        c256_1000) load_run "${build}_c256_1000" --concurrency 256 --num-requests 256 --prompt-len 1000 --output-len 1000 ;;
+      esac
+    done
     stop_server
   done
+  [[ ${LOAD_SHARED:-1} == 1 ]] || return 0
   for cache in true false; do
     start_server "prefix_$cache" --max-num-seqs 256 --tuning-mode off --enable-prefix-caching $cache || continue
     load_run "shared_prefix_cache_$cache" --concurrency 64 --num-requests 256 --workload shared-prefix \
