@@ -51,7 +51,10 @@ HttpResponse models(const ServingState& state) {
 HttpResponse health(const ServingState& state) {
   const Phase phase = state.phase();
   if (phase == Phase::kServing) return json_response(200, {{"status", "ok"}});
-  return openai_error(503, std::string("not serving: ") + phase_name(phase));
+  std::string message = std::string("not serving: ") + phase_name(phase);
+  // A fault says what went wrong (it stays the reason until a restart).
+  if (phase == Phase::kFaulted) message += ": " + state.fault_reason();
+  return openai_error(503, std::move(message));
 }
 
 }  // namespace

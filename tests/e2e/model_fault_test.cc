@@ -61,6 +61,14 @@ TEST(ModelFaultE2E, NonFiniteLogitsTakeTheServerToNotServingWithTheReason) {
   EXPECT_EQ(ready->status, 503);
   EXPECT_NE(ready->body.find("model fault: sampling gave token id -1"), std::string::npos)
       << ready->body;
+  // The OpenAI API's /health says why too.
+  std::optional<testing::HttpReply> health =
+      testing::http_request(server->daemon().openai_port(), "GET", "/health");
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->status, 503);
+  EXPECT_NE(health->body.find("not serving: faulted: model fault: sampling gave token id -1"),
+            std::string::npos)
+      << health->body;
 
   const UnaryResult later = generate(server->generation(), greedy_request("Hello again", 4));
   EXPECT_EQ(later.status.error_code(), grpc::StatusCode::UNAVAILABLE);
