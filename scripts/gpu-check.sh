@@ -58,7 +58,8 @@
 #            each load's step profile (tests/bench/step_profile.py: steps, rows per step, ms per
 #            phase) from /metrics around it; LOAD_WARMUP=1 also times the warmup of the default
 #            buckets; BEFORE=<bundle> runs the same loads on that build's tesserad too; LOADS picks
-#            among c1 c256_128 c256_1000, LOAD_SHARED=0 leaves the shared-prefix pair out
+#            among c1 c256_128 c256_1000, LOAD_SHARED=0 leaves the shared-prefix pair out,
+#            LOAD_FLAGS adds tesserad flags (e.g. --admission-headroom-steps 1000)
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -559,7 +560,8 @@ run_load() {
   for build in "${builds[@]}"; do
     local daemon=$bundle/bin/tesserad
     [[ $build == before ]] && daemon=$BEFORE/bin/tesserad
-    TESSERAD=$daemon start_server "load_$build" --max-num-seqs 256 --tuning-mode off || continue
+    # shellcheck disable=SC2086  # LOAD_FLAGS: extra tesserad flags, word-split on purpose
+    TESSERAD=$daemon start_server "load_$build" --max-num-seqs 256 --tuning-mode off ${LOAD_FLAGS:-} || continue
     for load in ${LOADS:-c1 c256_128 c256_1000}; do
       case $load in
         c1) load_run "${build}_c1" --concurrency 1 --num-requests 4 --prompt-len 128 --output-len 256 ;;
