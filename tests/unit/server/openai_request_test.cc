@@ -116,6 +116,8 @@ TEST(OpenAiRequestTest, WhatTesseraCannotHonourIsNamed) {
            {R"({"prompt": "a", "n": 0})", "n"},
            {R"({"prompt": "a", "stream_options": {"include_usage": true}})", "stream_options"},
            {R"({"prompt": "a",)", "body"},
+           {R"({"prompt": "a", "temperature": 1e309})", "body"},  // beyond double: not a throw
+           {R"({"messages": [], "response_format": {"type": 1}})", "response_format"},
            {"[1]", "body"}}) {
     const OpenAiEndpoint endpoint =
         body.find("messages") != std::string::npos ? OpenAiEndpoint::kChat : OpenAiEndpoint::kCompletions;
