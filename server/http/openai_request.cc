@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/echoed_text.h"
+#include "server/json_nesting.h"
 
 namespace tessera::server {
 
@@ -310,6 +311,9 @@ absl::StatusOr<OpenAiRequest> parse_openai_request(OpenAiEndpoint endpoint, std:
     return bad("body", "is not valid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
   }
   if (!root.is_object()) return bad("body", "must be a JSON object");
+  if (json_nesting(root) > kMaxJsonNesting) {
+    return bad("body", absl::StrCat("nests deeper than ", kMaxJsonNesting, " levels"));
+  }
   OpenAiRequest out;
   out.endpoint = endpoint;
   GenerateRequest common;

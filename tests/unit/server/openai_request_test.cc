@@ -126,6 +126,22 @@ TEST(OpenAiRequestTest, WhatTesseraCannotHonourIsNamed) {
   }
 }
 
+// Dumping tools (for the proto's tools_json) recursed once per level: a 1 MiB body of nested
+// arrays overflowed the io thread's stack.
+TEST(OpenAiRequestTest, DeeplyNestedBodiesAreRefused) {
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  for (const std::string& body :
+       {R"({"messages": [{"role": "user", "content": "hi"}], "tools": )" + deep + "}",
+        R"({"prompt": "a", "stop": )" + deep + "}"}) {
+    const OpenAiEndpoint endpoint =
+        body.find("messages") != std::string::npos ? OpenAiEndpoint::kChat : OpenAiEndpoint::kCompletions;
+    EXPECT_EQ(error_of(endpoint, body), "body: nests deeper than 128 levels");
+  }
+  const std::string fits = std::string(127, '[') + std::string(127, ']');
+  parse_ok(OpenAiEndpoint::kChat,
+           R"({"messages": [{"role": "user", "content": "hi"}], "tools": )" + fits + "}");
+}
+
 TEST(OpenAiErrorsTest, ShapeStatusAndRenamedFields) {
   const HttpResponse bad =
       openai_error_from_status(absl::InvalidArgumentError("sampling.temperature: -1 is outside [0, 100]"));
