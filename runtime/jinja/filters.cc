@@ -492,9 +492,11 @@ absl::StatusOr<Value> f_replace(Interpreter& in, const Value& v, CallArgs& args)
     if (!a[2]->is_int()) return filter_error("replace", "count must be an int");
     count = a[2]->as_int();
   }
-  std::string out = pystr::replace(v.str(), a[0]->str(), a[1]->str(), count);
-  TESSERA_RETURN_IF_ERROR(in.check_string_size(out.size()));
-  return Value::string(std::move(out));
+  std::optional<std::string> out =
+      pystr::replace(v.str(), a[0]->str(), a[1]->str(), count, in.limits().max_output_bytes);
+  if (!out) return in.check_string_size(SIZE_MAX);  // the limit's error
+  TESSERA_RETURN_IF_ERROR(in.check_string_size(out->size()));
+  return Value::string(*std::move(out));
 }
 
 absl::StatusOr<Value> f_reverse(Interpreter&, const Value& v, CallArgs& args) {

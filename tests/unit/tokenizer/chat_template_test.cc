@@ -231,6 +231,10 @@ TEST(ChatTemplateTest, RunawayOutputIsBounded) {
       "{% set ns = namespace(l=[0]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% "
       "endfor %}",
       "{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}",
+      // replace() multiplies a length: refused before the result is built.
+      "{% set s = ('a' * 1000000) | replace('a', 'a' * 100) %}",
+      "{% set s = ('a' * 1000000).replace('a', 'a' * 100) %}",
+      "{% set s = ('a' * 1000000).replace('', 'b' * 40) %}",
   };
   for (const char* source : sources) {
     const auto out = render(source);
@@ -238,6 +242,26 @@ TEST(ChatTemplateTest, RunawayOutputIsBounded) {
     EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted)
         << source << ": " << out.status();
   }
+}
+
+// range()'s length and values at the ends of int64 (it computed stop - start and -step in 64
+// bits: overflow, undefined behaviour).
+TEST(ChatTemplateTest, RangeOverExtremeBoundsIsExact) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{{ range(-9223372036854775807 - 1, 9223372036854775807, 4611686018427387904) | list }}",
+       "[-9223372036854775808, -4611686018427387904, 0, 4611686018427387904]"},
+      {"{{ range(9223372036854775807, -9223372036854775807 - 1, -9223372036854775807 - 1) | list }}",
+       "[9223372036854775807, -1]"},
+      {"{{ range(3, 0, -9223372036854775807 - 1) | list }}", "[3]"},
+  };
+  for (const auto& [source, expected] : cases) {
+    const auto out = render(source);
+    ASSERT_TRUE(out.ok()) << source << ": " << out.status();
+    EXPECT_EQ(*out, expected) << source;
+  }
+  const auto huge = render("{{ range(-9223372036854775807 - 1, 9223372036854775807) | length }}");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
 }
 
 TEST(ChatTemplateTest, DeepNestingIsAnErrorNotACrash) {
