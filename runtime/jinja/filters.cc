@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/jinja/builtins.h"
@@ -530,12 +531,23 @@ absl::StatusOr<Value> f_round(Interpreter&, const Value& v, CallArgs& args) {
   if (method == "common") {
     if (!v.is_float()) {
       if (precision >= 0) return Value::integer(v.as_int());
-      if (precision < -18) return Value::integer(0);
-      int64_t m = 1;
+      if (precision < -19) return Value::integer(0);  // |v| < 10^19 / 2
+      // Exactly, in 128 bits, half to even like Python (through a double it lost digits and
+      // overflowed: 9223372036854775807|round(-1) is beyond int64).
+      __int128 m = 1;
       for (int64_t i = 0; i < -precision; ++i) m *= 10;
-      return Value::integer(static_cast<int64_t>(std::nearbyint(static_cast<double>(v.as_int()) /
-                                                                static_cast<double>(m))) *
-                            m);
+      const __int128 n = v.as_int();
+      __int128 q = n / m;
+      const __int128 r = n % m;  // the sign of n
+      const __int128 twice = 2 * (r < 0 ? -r : r);
+      if (twice > m || (twice == m && q % 2 != 0)) q += n < 0 ? -1 : 1;
+      const __int128 rounded = q * m;
+      if (rounded > std::numeric_limits<int64_t>::max() ||
+          rounded < std::numeric_limits<int64_t>::min()) {
+        return absl::InvalidArgumentError(
+            "integer overflow (values beyond 64 bits are not supported)");
+      }
+      return Value::integer(static_cast<int64_t>(rounded));
     }
     if (!std::isfinite(x) || precision > 300) return Value::number(x);
     if (precision == 0) return Value::number(std::nearbyint(x));  // ties to even, like Python
@@ -545,6 +557,7 @@ absl::StatusOr<Value> f_round(Interpreter&, const Value& v, CallArgs& args) {
       std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(precision), x);
       return Value::number(std::strtod(buf, nullptr));
     }
+    if (precision < -308) return Value::number(std::copysign(0.0, x));  // 10^-precision is inf
     const double p = std::pow(10.0, static_cast<double>(-precision));
     return Value::number(std::nearbyint(x / p) * p);
   }

@@ -264,6 +264,31 @@ TEST(ChatTemplateTest, RangeOverExtremeBoundsIsExact) {
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
 }
 
+// round() with a negative precision: integers exactly (a double lost digits and overflowed int64),
+// half to even as Python rounds.
+TEST(ChatTemplateTest, RoundToNegativePrecisionIsExact) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{{ 15|round(-1) }} {{ 25|round(-1) }} {{ -25|round(-1) }} {{ 26|round(-1) }}",
+       "20 20 -20 30"},
+      {"{{ 1234567890123456789|round(-2) }}", "1234567890123456800"},
+      {"{{ 4999999999999999999|round(-19) }} {{ 9223372036854775807|round(-20) }}", "0 0"},
+      {"{{ 1.5|round(-9223372036854775807 - 1) }} {{ 155.0|round(-1) }}", "0.0 160.0"},
+  };
+  for (const auto& [source, expected] : cases) {
+    const auto out = render(source);
+    ASSERT_TRUE(out.ok()) << source << ": " << out.status();
+    EXPECT_EQ(*out, expected) << source;
+  }
+  // Python's answers (9223372036854775810, 10^19) are beyond int64.
+  for (const char* source :
+       {"{{ 9223372036854775807|round(-1) }}", "{{ 9223372036854775807|round(-19) }}"}) {
+    const auto beyond = render(source);
+    ASSERT_FALSE(beyond.ok()) << source;
+    EXPECT_NE(beyond.status().message().find("integer overflow"), std::string_view::npos)
+        << beyond.status();
+  }
+}
+
 TEST(ChatTemplateTest, DeepNestingIsAnErrorNotACrash) {
   const std::string deep_expr =
       "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
