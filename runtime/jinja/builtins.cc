@@ -581,7 +581,14 @@ absl::StatusOr<std::string> percent_format(std::string_view fmt, const std::vect
       case 'c': {
         int64_t n;
         if (arg.is_float() && conv != 'x' && conv != 'X' && conv != 'o' && conv != 'c') {
-          n = static_cast<int64_t>(arg.as_double());
+          const double d = arg.as_double();
+          // Casting NaN, inf or a float beyond int64 is undefined behaviour.
+          if (std::isnan(d)) return absl::InvalidArgumentError("cannot convert float NaN to integer");
+          if (!(std::fabs(d) < 9.2e18)) {
+            return absl::InvalidArgumentError(
+                "integer overflow (values beyond 64 bits are not supported)");
+          }
+          n = static_cast<int64_t>(d);
         } else if (arg.is_int() || arg.is_bool()) {
           n = arg.as_int();
         } else if (conv == 'c' && arg.is_string() && utf8_length(arg.as_string()) == 1) {

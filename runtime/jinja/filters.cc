@@ -131,11 +131,13 @@ absl::StatusOr<Value> f_attr(Interpreter&, const Value& v, CallArgs& args) {
       absl::StrCat("'", type_name(v), " object' has no attribute '", name, "'"));
 }
 
-absl::StatusOr<Value> f_batch(Interpreter&, const Value& v, CallArgs& args) {
+absl::StatusOr<Value> f_batch(Interpreter& in, const Value& v, CallArgs& args) {
   TESSERA_ASSIGN_OR_RETURN(auto a, bind_args("batch", args, {"linecount", "fill_with"}, 1));
   if (!a[0]->is_int() || a[0]->as_int() <= 0)
     return filter_error("batch", "linecount must be a positive int");
   const auto n = static_cast<size_t>(a[0]->as_int());
+  // fill_with pads the last batch to linecount items: a list that long must be allowed.
+  if (a[1]) TESSERA_RETURN_IF_ERROR(in.check_list_size(n));
   TESSERA_ASSIGN_OR_RETURN(std::vector<Value> items, sequence("batch", v));
   std::vector<Value> out;
   for (size_t i = 0; i < items.size(); i += n) {

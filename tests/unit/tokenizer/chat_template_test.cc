@@ -235,6 +235,8 @@ TEST(ChatTemplateTest, RunawayOutputIsBounded) {
       "{% set s = ('a' * 1000000) | replace('a', 'a' * 100) %}",
       "{% set s = ('a' * 1000000).replace('a', 'a' * 100) %}",
       "{% set s = ('a' * 1000000).replace('', 'b' * 40) %}",
+      // batch() pads the last batch to linecount items.
+      "{{ [1, 2, 3] | batch(9223372036854775807, 'f') | list }}",
   };
   for (const char* source : sources) {
     const auto out = render(source);
@@ -287,6 +289,19 @@ TEST(ChatTemplateTest, RoundToNegativePrecisionIsExact) {
     EXPECT_NE(beyond.status().message().find("integer overflow"), std::string_view::npos)
         << beyond.status();
   }
+}
+
+// '%d' % x of a float that has no int64 value (casting it was undefined behaviour).
+TEST(ChatTemplateTest, PercentFormatOfAFloatBeyondInt64IsAnError) {
+  for (const char* source : {"{{ '%d' % (1e308 * 10) }}", "{{ '%i' % (0.0 * (1e308 * 10)) }}",
+                             "{{ '%d' % 1e19 }}"}) {
+    const auto out = render(source);
+    ASSERT_FALSE(out.ok()) << source;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+  }
+  const auto ok = render("{{ '%d|%i' % (2.9, -9.0e18) }}");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(*ok, "2|-9000000000000000000");
 }
 
 TEST(ChatTemplateTest, DeepNestingIsAnErrorNotACrash) {
