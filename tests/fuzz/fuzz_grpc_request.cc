@@ -76,8 +76,6 @@ absl::Status to_prompt(ValidatedRequest& v) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
 // Loads the model and silences protobuf's log line for each invalid-UTF-8 input (what the
 // target checks is parse_request's status, not the log).
 bool set_up() {
@@ -88,6 +86,8 @@ bool set_up() {
   }();
   return done;
 }
+
+}  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return set_up() ? 0 : 1;
