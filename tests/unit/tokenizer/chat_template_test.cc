@@ -235,6 +235,9 @@ TEST(ChatTemplateTest, RunawayOutputIsBounded) {
       "{% set s = ('a' * 1000000) | replace('a', 'a' * 100) %}",
       "{% set s = ('a' * 1000000).replace('a', 'a' * 100) %}",
       "{% set s = ('a' * 1000000).replace('', 'b' * 40) %}",
+      // 4 bytes * 2^62 wrapped to 0 in the size check.
+      "{{ 'abcd' * 4611686018427387904 }}",
+      "{{ [1, 2, 3, 4] * 4611686018427387904 }}",
       // batch() pads the last batch to linecount items.
       "{{ [1, 2, 3] | batch(9223372036854775807, 'f') | list }}",
   };
@@ -302,6 +305,15 @@ TEST(ChatTemplateTest, PercentFormatOfAFloatBeyondInt64IsAnError) {
   const auto ok = render("{{ '%d|%i' % (2.9, -9.0e18) }}");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(*ok, "2|-9000000000000000000");
+}
+
+// Repeating an empty sequence looped `count` times: '' * 22222222222288 hung the render.
+TEST(ChatTemplateTest, RepeatingAnEmptySequenceIsImmediate) {
+  const auto out = render(
+      "{{ ('' * 9223372036854775807) | length }} {{ ([] * 9223372036854775807) | length }} "
+      "{{ 'ab' * 0 }}{{ 'ab' * -3 }}|{{ 'ab' * 2 }}");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "0 0 |abab");
 }
 
 TEST(ChatTemplateTest, DeepNestingIsAnErrorNotACrash) {
