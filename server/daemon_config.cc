@@ -379,7 +379,8 @@ const std::vector<KeySpec>& specs() {
                            "file whose first line is the API key (when api_key is empty)",
                            &DaemonConfig::api_key_file, any));
     s.push_back(int_key("http_max_connections", "an integer in [1, 1000000]",
-                        "open connections the OpenAI listener accepts; more are closed at once",
+                        "open connections the OpenAI listener holds; a newcomer beyond them "
+                        "evicts the connection waiting longest for a request",
                         &DaemonConfig::http_max_connections, 1, 1000000));
     s.push_back(int_key("http_threads", "an integer in [1, 256]",
                         "io threads of the OpenAI listener (connections are asynchronous)",

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/tokenizer/utf8.h"
 #include "server/echoed_text.h"
+#include "server/json_nesting.h"
 
 namespace tessera::server {
 
@@ -176,6 +177,9 @@ absl::StatusOr<nlohmann::ordered_json> validate_chat_tools(const tessera::v1::Ch
   }
   nlohmann::ordered_json tools = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (tools.is_discarded() || !tools.is_array()) return bad("chat.tools_json", "must be a JSON array");
+  if (json_nesting(tools) > kMaxJsonNesting) {
+    return bad("chat.tools_json", absl::StrCat("nests deeper than ", kMaxJsonNesting, " levels"));
+  }
   return tools;
 }
 

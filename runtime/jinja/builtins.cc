@@ -289,7 +289,8 @@ absl::StatusOr<bool> affix_match(const std::string& s, CallArgs& args, bool suff
   return match(*a[0]);
 }
 
-absl::StatusOr<Value> string_method(const std::string& s, std::string_view name, CallArgs& args) {
+absl::StatusOr<Value> string_method(Interpreter& in, const std::string& s, std::string_view name,
+                                    CallArgs& args) {
   const std::string fn = absl::StrCat("str.", sv(name));
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     TESSERA_ASSIGN_OR_RETURN(auto a, bind_args(fn, args, {"chars"}));
@@ -316,7 +317,10 @@ absl::StatusOr<Value> string_method(const std::string& s, std::string_view name,
     TESSERA_ASSIGN_OR_RETURN(auto a, bind_args(fn, args, {"old", "new", "count"}, 2));
     if (!a[0]->is_string() || !a[1]->is_string()) return arg_error(fn, "arguments must be str");
     TESSERA_ASSIGN_OR_RETURN(int64_t count, int_arg(fn, a[2], -1));
-    return Value::string(pystr::replace(s, a[0]->as_string(), a[1]->as_string(), count));
+    std::optional<std::string> out = pystr::replace(s, a[0]->as_string(), a[1]->as_string(),
+                                                    count, in.limits().max_output_bytes);
+    if (!out) return in.check_string_size(SIZE_MAX);  // the limit's error
+    return Value::string(*std::move(out));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     TESSERA_ASSIGN_OR_RETURN(auto a, bind_args(fn, args, {"sub"}, 1));
@@ -428,9 +432,11 @@ absl::StatusOr<Value> global_range(Interpreter& in, CallArgs& args) {
   const int64_t stop = v.size() == 1 ? v[0] : v[1];
   const int64_t step = v.size() == 3 ? v[2] : 1;
   if (step == 0) return arg_error("range", "arg 3 must not be zero");
-  int64_t n = 0;
-  if (step > 0 && start < stop) n = (stop - start - 1) / step + 1;
-  if (step < 0 && start > stop) n = (start - stop - 1) / (-step) + 1;
+  // In 128 bits: stop - start and -step overflow int64 for far-apart bounds or step = INT64_MIN.
+  using Wide = __int128;
+  Wide n = 0;
+  if (step > 0 && start < stop) n = (Wide{stop} - start - 1) / step + 1;
+  if (step < 0 && start > stop) n = (Wide{start} - stop - 1) / -Wide{step} + 1;
   if (n > kMaxRange) {
     return absl::ResourceExhaustedError(
         absl::StrCat("range(): range too big; the sandbox blocks ranges larger than ", kMaxRange));
@@ -438,7 +444,9 @@ absl::StatusOr<Value> global_range(Interpreter& in, CallArgs& args) {
   TESSERA_RETURN_IF_ERROR(in.check_list_size(static_cast<size_t>(n)));
   std::vector<Value> items;
   items.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) items.push_back(Value::integer(start + i * step));
+  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
+    items.push_back(Value::integer(static_cast<int64_t>(start + Wide{i} * step)));  // in range
+  }
   return Value::list(std::move(items));
 }
 
@@ -573,7 +581,14 @@ absl::StatusOr<std::string> percent_format(std::string_view fmt, const std::vect
       case 'c': {
         int64_t n;
         if (arg.is_float() && conv != 'x' && conv != 'X' && conv != 'o' && conv != 'c') {
-          n = static_cast<int64_t>(arg.as_double());
+          const double d = arg.as_double();
+          // Casting NaN, inf or a float beyond int64 is undefined behaviour.
+          if (std::isnan(d)) return absl::InvalidArgumentError("cannot convert float NaN to integer");
+          if (!(std::fabs(d) < 9.2e18)) {
+            return absl::InvalidArgumentError(
+                "integer overflow (values beyond 64 bits are not supported)");
+          }
+          n = static_cast<int64_t>(d);
         } else if (arg.is_int() || arg.is_bool()) {
           n = arg.as_int();
         } else if (conv == 'c' && arg.is_string() && utf8_length(arg.as_string()) == 1) {
@@ -637,29 +652,30 @@ std::optional<Value> find_method(const Value& obj, std::string_view name) {
     Value self = obj;
     std::string method(name);
     return Value::callable(
-        method, [self, method, impl](Interpreter&, CallArgs& args) -> absl::StatusOr<Value> {
-          return impl(self, method, args);
+        method, [self, method, impl](Interpreter& in, CallArgs& args) -> absl::StatusOr<Value> {
+          return impl(in, self, method, args);
         });
   };
   if (obj.is_string()) {
     if (!in_list(name, std::begin(kStringMethods), std::end(kStringMethods))) return std::nullopt;
-    return bound([](const Value& self, const std::string& m, CallArgs& args) {
-      return string_method(self.as_string(), m, args);
+    return bound([](Interpreter& in, const Value& self, const std::string& m, CallArgs& args) {
+      return string_method(in, self.as_string(), m, args);
     });
   }
   if (obj.is_dict() && (name == "items" || name == "keys" || name == "values" || name == "get")) {
-    return bound([](const Value& self, const std::string& m, CallArgs& args) {
+    return bound([](Interpreter&, const Value& self, const std::string& m, CallArgs& args) {
       return dict_method(self, m, args);
     });
   }
   if (obj.is_list() && (name == "index" || name == "count")) {
-    return bound([](const Value& self, const std::string& m, CallArgs& args) {
+    return bound([](Interpreter&, const Value& self, const std::string& m, CallArgs& args) {
       return list_method(self, m, args);
     });
   }
   if ((obj.is_dict() || obj.is_list()) &&
       in_list(name, std::begin(kMutatingMethods), std::end(kMutatingMethods))) {
-    return bound([](const Value& self, const std::string& m, CallArgs&) -> absl::StatusOr<Value> {
+    return bound([](Interpreter&, const Value& self, const std::string& m,
+                    CallArgs&) -> absl::StatusOr<Value> {
       return absl::InvalidArgumentError(
           absl::StrCat("access to attribute '", m, "' of '", type_name(self),
                        "' object is unsafe (the template sandbox is immutable)"));

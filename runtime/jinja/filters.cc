@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/jinja/builtins.h"
@@ -130,11 +131,13 @@ absl::StatusOr<Value> f_attr(Interpreter&, const Value& v, CallArgs& args) {
       absl::StrCat("'", type_name(v), " object' has no attribute '", name, "'"));
 }
 
-absl::StatusOr<Value> f_batch(Interpreter&, const Value& v, CallArgs& args) {
+absl::StatusOr<Value> f_batch(Interpreter& in, const Value& v, CallArgs& args) {
   TESSERA_ASSIGN_OR_RETURN(auto a, bind_args("batch", args, {"linecount", "fill_with"}, 1));
   if (!a[0]->is_int() || a[0]->as_int() <= 0)
     return filter_error("batch", "linecount must be a positive int");
   const auto n = static_cast<size_t>(a[0]->as_int());
+  // fill_with pads the last batch to linecount items: a list that long must be allowed.
+  if (a[1]) TESSERA_RETURN_IF_ERROR(in.check_list_size(n));
   TESSERA_ASSIGN_OR_RETURN(std::vector<Value> items, sequence("batch", v));
   std::vector<Value> out;
   for (size_t i = 0; i < items.size(); i += n) {
@@ -492,9 +495,11 @@ absl::StatusOr<Value> f_replace(Interpreter& in, const Value& v, CallArgs& args)
     if (!a[2]->is_int()) return filter_error("replace", "count must be an int");
     count = a[2]->as_int();
   }
-  std::string out = pystr::replace(v.str(), a[0]->str(), a[1]->str(), count);
-  TESSERA_RETURN_IF_ERROR(in.check_string_size(out.size()));
-  return Value::string(std::move(out));
+  std::optional<std::string> out =
+      pystr::replace(v.str(), a[0]->str(), a[1]->str(), count, in.limits().max_output_bytes);
+  if (!out) return in.check_string_size(SIZE_MAX);  // the limit's error
+  TESSERA_RETURN_IF_ERROR(in.check_string_size(out->size()));
+  return Value::string(*std::move(out));
 }
 
 absl::StatusOr<Value> f_reverse(Interpreter&, const Value& v, CallArgs& args) {
@@ -528,12 +533,23 @@ absl::StatusOr<Value> f_round(Interpreter&, const Value& v, CallArgs& args) {
   if (method == "common") {
     if (!v.is_float()) {
       if (precision >= 0) return Value::integer(v.as_int());
-      if (precision < -18) return Value::integer(0);
-      int64_t m = 1;
+      if (precision < -19) return Value::integer(0);  // |v| < 10^19 / 2
+      // Exactly, in 128 bits, half to even like Python (through a double it lost digits and
+      // overflowed: 9223372036854775807|round(-1) is beyond int64).
+      __int128 m = 1;
       for (int64_t i = 0; i < -precision; ++i) m *= 10;
-      return Value::integer(static_cast<int64_t>(std::nearbyint(static_cast<double>(v.as_int()) /
-                                                                static_cast<double>(m))) *
-                            m);
+      const __int128 n = v.as_int();
+      __int128 q = n / m;
+      const __int128 r = n % m;  // the sign of n
+      const __int128 twice = 2 * (r < 0 ? -r : r);
+      if (twice > m || (twice == m && q % 2 != 0)) q += n < 0 ? -1 : 1;
+      const __int128 rounded = q * m;
+      if (rounded > std::numeric_limits<int64_t>::max() ||
+          rounded < std::numeric_limits<int64_t>::min()) {
+        return absl::InvalidArgumentError(
+            "integer overflow (values beyond 64 bits are not supported)");
+      }
+      return Value::integer(static_cast<int64_t>(rounded));
     }
     if (!std::isfinite(x) || precision > 300) return Value::number(x);
     if (precision == 0) return Value::number(std::nearbyint(x));  // ties to even, like Python
@@ -543,6 +559,7 @@ absl::StatusOr<Value> f_round(Interpreter&, const Value& v, CallArgs& args) {
       std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(precision), x);
       return Value::number(std::strtod(buf, nullptr));
     }
+    if (precision < -308) return Value::number(std::copysign(0.0, x));  // 10^-precision is inf
     const double p = std::pow(10.0, static_cast<double>(-precision));
     return Value::number(std::nearbyint(x / p) * p);
   }

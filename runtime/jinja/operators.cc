@@ -50,17 +50,22 @@ double py_floordiv(double x, double y) {
 
 absl::StatusOr<Value> repeat(const Value& seq, int64_t n, Interpreter& in) {
   const size_t count = n > 0 ? static_cast<size_t>(n) : 0;
+  // An empty sequence or count is empty at once (the loops below ran `count` times even for ''),
+  // and the size check must not wrap: 4 bytes * 2^62 is 0 in size_t.
   if (seq.is_string()) {
     const std::string& s = seq.as_string();
-    if (count > 0 && s.size() > 0) TESSERA_RETURN_IF_ERROR(in.check_string_size(s.size() * count));
+    if (count == 0 || s.empty()) return Value::string("");
+    TESSERA_RETURN_IF_ERROR(
+        in.check_string_size(count > SIZE_MAX / s.size() ? SIZE_MAX : s.size() * count));
     std::string out;
     out.reserve(s.size() * count);
     for (size_t i = 0; i < count; ++i) out += s;
     return Value::string(std::move(out));
   }
   const auto& items = seq.items();
-  if (count > 0 && !items.empty())
-    TESSERA_RETURN_IF_ERROR(in.check_list_size(items.size() * count));
+  if (count == 0 || items.empty()) return seq.is_tuple() ? Value::tuple({}) : Value::list({});
+  TESSERA_RETURN_IF_ERROR(
+      in.check_list_size(count > SIZE_MAX / items.size() ? SIZE_MAX : items.size() * count));
   std::vector<Value> out;
   out.reserve(items.size() * count);
   for (size_t i = 0; i < count; ++i) out.insert(out.end(), items.begin(), items.end());

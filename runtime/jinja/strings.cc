@@ -440,8 +440,24 @@ std::string html_escape(std::string_view s) {
   return out;
 }
 
-std::string replace(std::string_view s, std::string_view old_sub, std::string_view new_sub,
-                    int64_t count) {
+std::optional<std::string> replace(std::string_view s, std::string_view old_sub,
+                                   std::string_view new_sub, int64_t count, size_t max_bytes) {
+  // The replacements there will be, and so the result's length, before building it.
+  const uint64_t limit = count < 0 ? UINT64_MAX : static_cast<uint64_t>(count);
+  uint64_t n = 0;
+  if (old_sub.empty()) {
+    n = std::min<uint64_t>(limit, utf8_decode(s).size() + 1);
+  } else {
+    for (size_t at = s.find(old_sub); at != std::string_view::npos && n < limit;
+         at = s.find(old_sub, at + old_sub.size())) {
+      ++n;
+    }
+  }
+  const size_t kept = s.size() - (old_sub.empty() ? 0 : static_cast<size_t>(n) * old_sub.size());
+  if (kept > max_bytes ||
+      (!new_sub.empty() && n > (max_bytes - kept) / new_sub.size())) {
+    return std::nullopt;
+  }
   std::string out;
   int64_t budget = count < 0 ? INT64_MAX : count;
   if (old_sub.empty()) {  // Python inserts `new` around every code point

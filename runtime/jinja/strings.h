@@ -41,9 +41,10 @@ std::vector<std::string> rsplit(std::string_view s, const std::optional<std::str
                                 int64_t maxsplit);
 std::vector<std::string> splitlines(std::string_view s, bool keepends = false);
 
-// str.replace; `count` < 0 replaces all.
-std::string replace(std::string_view s, std::string_view old_sub, std::string_view new_sub,
-                    int64_t count);
+// str.replace; `count` < 0 replaces all. nullopt, without building it, when the result would be
+// longer than `max_bytes`: each replace can multiply a string's length (by 20 for 'a' -> 20 'a's).
+std::optional<std::string> replace(std::string_view s, std::string_view old_sub,
+                                   std::string_view new_sub, int64_t count, size_t max_bytes);
 
 // str.find/rfind (code point index or -1) and str.count.
 int64_t find(std::string_view s, std::string_view sub, bool reverse);

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "server/http/connection_table.h"
 #include "server/metrics/bearer_token.h"
 #include "spdlog/spdlog.h"
 
@@ -79,7 +80,8 @@ struct Route {
 }  // namespace
 
 struct HttpServer::Impl {
-  explicit Impl(HttpServerOptions o) : options(std::move(o)) {}
+  explicit Impl(HttpServerOptions o)
+      : options(std::move(o)), table(std::max(1, options.max_connections)) {}
 
   // The response to `request` from its route (or the server's own error), and the route's name.
   HttpResponse dispatch(const HttpRequest& request, std::string& route) const;
@@ -98,6 +100,7 @@ struct HttpServer::Impl {
   HttpErrorFormatter error_formatter;
   HttpResponseObserver observer;
   std::atomic<int> open_connections{0};
+  ConnectionTable table;  // max_connections: who holds a place, who is evicted when full
   std::optional<net::ssl::context> tls;
   bool started = false;
   net::io_context ioc;
@@ -114,7 +117,7 @@ constexpr bool kIsTls = !std::is_same_v<Stream, beast::tcp_stream>;
 // keeps the connection for the next while the client wants keep-alive. All its handlers run on
 // the connection's strand (the socket's executor).
 template <class Stream>
-class Connection : public std::enable_shared_from_this<Connection<Stream>> {
+class Connection : public Evictable, public std::enable_shared_from_this<Connection<Stream>> {
  public:
   Connection(HttpServer::Impl& server, Stream stream)
       : server_(server), stream_(std::move(stream)), recheck_(lowest().get_executor()) {
@@ -122,9 +125,24 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   }
   ~Connection() {
     if (producer_) producer_->cancel();
+    if (entry_) server_.table.leave(*entry_);
     server_.open_connections.fetch_sub(1, std::memory_order_relaxed);
   }
 
+  // Takes a place in the server's table (evicting the connection that has waited longest for a
+  // request when the table is full) and starts; closes at once when every place is answering.
+  void admit() {
+    entry_ = server_.table.admit(this->weak_from_this());
+    if (!entry_) return close();
+    start();
+  }
+
+  // Another connection needed the place: close on this connection's strand.
+  void evict() override {
+    net::post(lowest().get_executor(), [self = this->shared_from_this()] { self->close(); });
+  }
+
+ private:
   void start() {
     if constexpr (kIsTls<Stream>) {
       lowest().expires_after(to_duration(server_.options.request_timeout_seconds));
@@ -138,11 +156,12 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     }
   }
 
- private:
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
 
-  // Keep-alive: waits up to idle_timeout for the next request's first bytes.
+  // Keep-alive: waits up to idle_timeout for the next request's first bytes. From here until the
+  // request is whole the connection may be evicted, the longest waiting first.
   void wait_for_request() {
+    server_.table.waiting(entry_);
     if (buffer_.size() > 0) return read_request();
     lowest().expires_after(to_duration(server_.options.idle_timeout_seconds));
     stream_.async_read_some(buffer_.prepare(kReadChunkBytes),
@@ -192,6 +211,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         ec == net::error::eof) {
       return close();
     }
+    // Evicted while the request arrived: the place is someone else's now.
+    if (!server_.table.answering(*entry_)) return close();
     keep_alive_ = false;
     if (ec == http::error::header_limit) {
       return answer(kUnmatchedRoute,
@@ -396,6 +417,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   }
 
   HttpServer::Impl& server_;
+  ConnectionTable::EntryPtr entry_;  // the place this connection holds
   Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -459,16 +481,13 @@ void HttpServer::Impl::accept() {
   acceptor->async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
     if (!ec) {
-      if (open_connections.load(std::memory_order_relaxed) >= options.max_connections) {
-        beast::error_code ignored;
-        socket.close(ignored);
-      } else if (tls) {
+      if (tls) {
         std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(
             *this, beast::ssl_stream<beast::tcp_stream>(std::move(socket), *tls))
-            ->start();
+            ->admit();
       } else {
         std::make_shared<Connection<beast::tcp_stream>>(*this, beast::tcp_stream(std::move(socket)))
-            ->start();
+            ->admit();
       }
     }
     accept();

@@ -6,10 +6,13 @@
 // Robustness: a request's header and body are size-limited (431 / 413, then close); a request
 // must arrive whole within request_timeout of its first byte (slow clients are cut off);
 // keep-alive connections idle past idle_timeout are closed; a write that a client does not take
-// within write_timeout drops the connection; connections beyond max_connections are closed at
-// once. Malformed requests get 400 and the connection closes. Unknown paths 404, known paths
-// with another method 405 (with Allow). Routes that need the bearer token answer 401 without it.
-// A client that closes its connection while a response is pending cancels the producer at once.
+// within write_timeout drops the connection. A newcomer that finds max_connections open evicts
+// the connection that has waited longest for a request (idle, or trickling one in), so a flood
+// of slow connections cannot lock out a scrape; it is closed at once only when every connection
+// is answering a request (connection_table.h). Malformed requests get 400 and the connection
+// closes. Unknown paths 404, known paths with another method 405 (with Allow). Routes that need the
+// bearer token answer 401 without it. A client that closes its connection while a response is
+// pending cancels the producer at once.
 #pragma once
 
 #include <atomic>
@@ -35,7 +38,7 @@ struct HttpServerOptions {
   std::string bearer_token;               // non-empty: required by the routes that ask for it
   size_t max_header_bytes = 16 * 1024;    // request line + headers
   size_t max_body_bytes = 1 << 20;
-  int max_connections = 64;
+  int max_connections = 64;             // beyond it, the longest-waiting connection is evicted
   int threads = 1;                      // io threads
   double request_timeout_seconds = 10;  // from a request's first byte to its last
   double idle_timeout_seconds = 60;     // keep-alive connection between requests

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/echoed_text.h"
+#include "server/json_nesting.h"
 
 namespace tessera::server {
 
@@ -276,7 +277,9 @@ absl::Status read_field(OpenAiEndpoint endpoint, const std::string& key, const j
   } else if (!chat && key == "suffix") {
     return not_supported(key);
   } else if (chat && key == "response_format") {
-    if (!v.is_object() || v.value("type", "") != "text") {
+    // find(), not value(): value("type", "") throws when type is there but not a string.
+    const auto type = v.is_object() ? v.find("type") : v.end();
+    if (type == v.end() || *type != "text") {
       return not_supported(key, "only {\"type\": \"text\"} is");
     }
   } else if (chat && key == "tools") {
@@ -300,13 +303,17 @@ absl::StatusOr<OpenAiRequest> parse_openai_request(OpenAiEndpoint endpoint, std:
   json root;
   try {
     root = json::parse(body);
-  } catch (const json::parse_error& e) {
-    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 12: ..."
+  } catch (const json::exception& e) {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 12: ...", or
+    // out_of_range.406 for a number beyond double ("1e309").
     const std::string what = e.what();
     const size_t at = what.find("] ");
     return bad("body", "is not valid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
   }
   if (!root.is_object()) return bad("body", "must be a JSON object");
+  if (json_nesting(root) > kMaxJsonNesting) {
+    return bad("body", absl::StrCat("nests deeper than ", kMaxJsonNesting, " levels"));
+  }
   OpenAiRequest out;
   out.endpoint = endpoint;
   GenerateRequest common;

@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -106,6 +110,19 @@ class HttpServerTest : public ::testing::Test {
                                   return response;
                                 })
                     .ok());
+    ASSERT_TRUE(server_
+                    ->add_route("GET", "/hold",
+                                [this](const HttpRequest&) {
+                                  auto producer = std::make_shared<TestProducer>();
+                                  {
+                                    std::lock_guard<std::mutex> lock(held_mu_);
+                                    held_.push_back(producer);
+                                  }
+                                  HttpResponse response;
+                                  response.producer = producer;
+                                  return response;
+                                })
+                    .ok());
     const absl::Status s = server_->start();
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_GT(server_->port(), 0);
@@ -117,6 +134,13 @@ class HttpServerTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
   std::shared_ptr<TestProducer> producer_ = std::make_shared<TestProducer>();
   bool streamed_ = true;  // GET /produce: chunked pieces, or one response later
+  // GET /hold: a whole response that comes when the test pushes it, one producer per request.
+  std::shared_ptr<TestProducer> held(size_t i) {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    return i < held_.size() ? held_[i] : nullptr;
+  }
+  std::mutex held_mu_;
+  std::vector<std::shared_ptr<TestProducer>> held_;
 };
 
 TEST_F(HttpServerTest, AStreamedResponseIsChunkedPieceByPiece) {
@@ -411,23 +435,133 @@ TEST_F(HttpServerTest, SilentAndIdleConnectionsAreClosed) {
   EXPECT_TRUE(idle.closed_within(3s));
 }
 
-TEST_F(HttpServerTest, ConnectionsBeyondTheLimitAreClosed) {
+TEST_F(HttpServerTest, AFullListenerEvictsTheConnectionWaitingLongest) {
   HttpServerOptions options = loopback_options();
   options.max_connections = 2;
   start(options);
+  const std::string get = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n";
   HttpTestClient a(port());
-  ASSERT_TRUE(a.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
-  ASSERT_TRUE(a.read_reply());
+  ASSERT_TRUE(a.send(get));
+  ASSERT_TRUE(a.read_reply());  // a waits for its next request from here
+  std::this_thread::sleep_for(50ms);
   HttpTestClient b(port());
-  ASSERT_TRUE(b.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
-  ASSERT_TRUE(b.read_reply());
+  ASSERT_TRUE(b.send("GET /healthz HTTP/1.1\r\nHo"));  // b trickles one in, after a
+  std::this_thread::sleep_for(50ms);
+  // Full: the newcomer is served, and a, which has waited longest, makes room.
+  HttpTestClient c(port());
+  ASSERT_TRUE(c.send(get));
+  const std::optional<HttpReply> rc = c.read_reply();
+  ASSERT_TRUE(rc);
+  EXPECT_EQ(rc->status, 200);
+  EXPECT_TRUE(a.closed_within(3s));
+  // b's request, once whole, is answered.
+  ASSERT_TRUE(b.send("st: a\r\n\r\n"));
+  const std::optional<HttpReply> rb = b.read_reply();
+  ASSERT_TRUE(rb);
+  EXPECT_EQ(rb->status, 200);
+}
+
+TEST_F(HttpServerTest, ConnectionsAnsweringAreNeverEvicted) {
+  HttpServerOptions options = loopback_options();
+  options.max_connections = 2;
+  start(options);
+  // Two connections whose responses are pending.
+  HttpTestClient a(port());
+  ASSERT_TRUE(a.send("GET /hold HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return held(0) != nullptr && held(0)->started(); }));
+  HttpTestClient b(port());
+  ASSERT_TRUE(b.send("GET /hold HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return held(1) != nullptr && held(1)->started(); }));
+  // Nobody waits for a request, so nobody can be evicted: the newcomer is refused.
   HttpTestClient c(port());
   EXPECT_TRUE(c.closed_within(3s));
-  // The admitted ones keep being served.
-  ASSERT_TRUE(a.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
-  const std::optional<HttpReply> r = a.read_reply();
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(c.read_reply(100ms).has_value());
+  // Both responses still arrive.
+  for (int i = 0; i < 2; ++i) {
+    ProducedPart part;
+    part.response = HttpResponse::text(200, "later " + std::to_string(i));
+    held(i)->push(std::move(part));
+  }
+  const std::optional<HttpReply> ra = a.read_reply();
+  const std::optional<HttpReply> rb = b.read_reply();
+  ASSERT_TRUE(ra && rb);
+  EXPECT_EQ(ra->body, "later 0\n");
+  EXPECT_EQ(rb->body, "later 1\n");
+  EXPECT_FALSE(held(0)->cancelled.load());
+}
+
+// 200 slowloris connections on an admin listener of 64 (each trickles a header one byte every
+// 300 ms and reconnects when closed) while a client scrapes /metrics, /healthz and /readyz on fresh
+// connections: every scrape is answered, within 100 ms, for the whole run.
+TEST_F(HttpServerTest, ScrapesGetThroughAFloodOfSlowConnections) {
+  readiness_.set_model_loaded(true);
+  readiness_.set_warmup_done(true);
+  HttpServerOptions options = loopback_options();  // the admin listener's: 64 connections, 1 thread
+  start(options);
+  constexpr int kSlow = 200;
+  constexpr auto kTrickle = 300ms;
+  std::atomic<bool> done{false};
+  std::atomic<int> reconnects{0};
+  std::atomic<int> max_open{0};
+  std::thread flood([&] {
+    std::vector<std::unique_ptr<HttpTestClient>> slow(kSlow);
+    std::vector<std::chrono::steady_clock::time_point> next(kSlow);
+    const auto now = std::chrono::steady_clock::now();
+    for (int i = 0; i < kSlow; ++i) {
+      slow[i] = std::make_unique<HttpTestClient>(port());
+      slow[i]->send("GET /metrics HTTP/1.1\r\nX-Slow: ");
+      next[i] = now + kTrickle * i / kSlow;  // staggered
+    }
+    while (!done.load()) {
+      for (int i = 0; i < kSlow; ++i) {
+        if (std::chrono::steady_clock::now() < next[i]) continue;
+        next[i] += kTrickle;
+        if (!slow[i]->send("a") || slow[i]->closed_within(0ms)) {
+          slow[i] = std::make_unique<HttpTestClient>(port());
+          slow[i]->send("GET /metrics HTTP/1.1\r\nX-Slow: ");
+          ++reconnects;
+        }
+      }
+      max_open.store(std::max(max_open.load(), server_->connections()));
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  // Stops the flood however the test ends (an ASSERT returns early).
+  struct StopFlood {
+    std::atomic<bool>& done;
+    std::thread& flood;
+    ~StopFlood() {
+      done.store(true);
+      flood.join();
+    }
+  } stop_flood{done, flood};
+  std::this_thread::sleep_for(1s);  // the flood fills the listener
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  int scrapes = 0;
+  std::chrono::steady_clock::duration slowest{};
+  while (std::chrono::steady_clock::now() < until) {
+    for (const char* path : {"/metrics", "/healthz", "/readyz"}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::optional<HttpReply> r = http_request(port(), "GET", path);
+      const auto took = std::chrono::steady_clock::now() - t0;
+      slowest = std::max(slowest, took);
+      ASSERT_TRUE(r) << path << " was not answered after " << scrapes << " scrapes";
+      EXPECT_EQ(r->status, 200) << path;
+      EXPECT_LT(took, 100ms) << path << " took "
+                             << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                             << " ms";
+      ++scrapes;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  // The flood did fill the listener and was churned through it.
+  EXPECT_GE(max_open.load(), options.max_connections);
+  EXPECT_GT(reconnects.load(), kSlow);
+  EXPECT_GT(scrapes, 100);
+  std::printf("%d scrapes, slowest %lld ms, %d slow reconnects\n", scrapes,
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(slowest).count()),
+              reconnects.load());
 }
 
 TEST_F(HttpServerTest, ConcurrentScrapesWhileTheEngineReports) {

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -102,15 +103,17 @@ class HttpTestClient {
   // For a HEAD request: the next reply has a Content-Length but no body.
   void expect_head() { head_only_ = true; }
 
-  // True when the server closes the connection (EOF or reset) within `timeout`; bytes that
-  // arrive before are kept for read_reply().
+  // True when the server closes the connection (EOF or reset) within `timeout` (0: has it
+  // already); bytes that arrive before are kept for read_reply().
   bool closed_within(std::chrono::milliseconds timeout) {
     const auto until = std::chrono::steady_clock::now() + timeout;
     while (true) {
-      const int left = remaining_ms(until);
-      if (left <= 0) return false;
+      const int left = std::max(remaining_ms(until), 0);
       pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, left) <= 0) continue;
+      if (poll(&p, 1, left) <= 0) {
+        if (left == 0) return false;
+        continue;
+      }
       char buf[4096];
       const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
       if (n <= 0) return true;

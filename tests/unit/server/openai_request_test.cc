@@ -116,12 +116,30 @@ TEST(OpenAiRequestTest, WhatTesseraCannotHonourIsNamed) {
            {R"({"prompt": "a", "n": 0})", "n"},
            {R"({"prompt": "a", "stream_options": {"include_usage": true}})", "stream_options"},
            {R"({"prompt": "a",)", "body"},
+           {R"({"prompt": "a", "temperature": 1e309})", "body"},  // beyond double: not a throw
+           {R"({"messages": [], "response_format": {"type": 1}})", "response_format"},
            {"[1]", "body"}}) {
     const OpenAiEndpoint endpoint =
         body.find("messages") != std::string::npos ? OpenAiEndpoint::kChat : OpenAiEndpoint::kCompletions;
     const std::string message = error_of(endpoint, body);
     EXPECT_EQ(message.rfind(field, 0), 0u) << body << " -> " << message;
   }
+}
+
+// Dumping tools (for the proto's tools_json) recursed once per level: a 1 MiB body of nested
+// arrays overflowed the io thread's stack.
+TEST(OpenAiRequestTest, DeeplyNestedBodiesAreRefused) {
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  for (const std::string& body :
+       {R"({"messages": [{"role": "user", "content": "hi"}], "tools": )" + deep + "}",
+        R"({"prompt": "a", "stop": )" + deep + "}"}) {
+    const OpenAiEndpoint endpoint =
+        body.find("messages") != std::string::npos ? OpenAiEndpoint::kChat : OpenAiEndpoint::kCompletions;
+    EXPECT_EQ(error_of(endpoint, body), "body: nests deeper than 128 levels");
+  }
+  const std::string fits = std::string(127, '[') + std::string(127, ']');
+  parse_ok(OpenAiEndpoint::kChat,
+           R"({"messages": [{"role": "user", "content": "hi"}], "tools": )" + fits + "}");
 }
 
 TEST(OpenAiErrorsTest, ShapeStatusAndRenamedFields) {

@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
+
+#include "server/json_nesting.h"
 
 namespace tessera::server {
 namespace {
@@ -44,6 +47,15 @@ TEST(RequestValidation, LogitBiasAndToolsReachTheRequest) {
   EXPECT_EQ(v->sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{3, 5.5f}, {7, -100.0f}}));
   ASSERT_TRUE(v->chat_tools.is_array());
   EXPECT_EQ(v->chat_tools[0]["function"]["name"], "f");
+}
+
+TEST(RequestValidation, ToolsNestedUpToTheLimitAreAccepted) {
+  tessera::v1::GenerateRequest r;
+  r.mutable_chat()->add_messages()->set_role("user");
+  r.mutable_chat()->set_tools_json(std::string(kMaxJsonNesting, '[') +
+                                   std::string(kMaxJsonNesting, ']'));
+  auto v = validate_generate_request(r, limits());
+  EXPECT_TRUE(v.ok()) << v.status();
 }
 
 TEST(RequestValidation, TableOfBadRequests) {
@@ -99,6 +111,15 @@ TEST(RequestValidation, TableOfBadRequests) {
          m->set_content("hi");
          r.mutable_chat()->set_tools_json("{\"type\": \"function\"}");
        }, C::kInvalidArgument, "chat.tools_json: must be a JSON array"},
+      // Copying such a value recursed once per level: 200k levels overflowed the stack.
+      {"tools nested too deeply", [](auto& r) {
+         r.mutable_chat()->add_messages()->set_role("user");
+         r.mutable_chat()->set_tools_json(std::string(129, '[') + std::string(129, ']'));
+       }, C::kInvalidArgument, "chat.tools_json: nests deeper than 128 levels"},
+      {"tools nested far too deeply", [](auto& r) {
+         r.mutable_chat()->add_messages()->set_role("user");
+         r.mutable_chat()->set_tools_json(std::string(200000, '[') + std::string(200000, ']'));
+       }, C::kInvalidArgument, "chat.tools_json: nests deeper than 128 levels"},
   };
   for (const Case& c : cases) {
     tessera::v1::GenerateRequest r = valid();

@@ -231,6 +231,15 @@ TEST(ChatTemplateTest, RunawayOutputIsBounded) {
       "{% set ns = namespace(l=[0]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% "
       "endfor %}",
       "{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}",
+      // replace() multiplies a length: refused before the result is built.
+      "{% set s = ('a' * 1000000) | replace('a', 'a' * 100) %}",
+      "{% set s = ('a' * 1000000).replace('a', 'a' * 100) %}",
+      "{% set s = ('a' * 1000000).replace('', 'b' * 40) %}",
+      // 4 bytes * 2^62 wrapped to 0 in the size check.
+      "{{ 'abcd' * 4611686018427387904 }}",
+      "{{ [1, 2, 3, 4] * 4611686018427387904 }}",
+      // batch() pads the last batch to linecount items.
+      "{{ [1, 2, 3] | batch(9223372036854775807, 'f') | list }}",
   };
   for (const char* source : sources) {
     const auto out = render(source);
@@ -238,6 +247,73 @@ TEST(ChatTemplateTest, RunawayOutputIsBounded) {
     EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted)
         << source << ": " << out.status();
   }
+}
+
+// range()'s length and values at the ends of int64 (it computed stop - start and -step in 64
+// bits: overflow, undefined behaviour).
+TEST(ChatTemplateTest, RangeOverExtremeBoundsIsExact) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{{ range(-9223372036854775807 - 1, 9223372036854775807, 4611686018427387904) | list }}",
+       "[-9223372036854775808, -4611686018427387904, 0, 4611686018427387904]"},
+      {"{{ range(9223372036854775807, -9223372036854775807 - 1, -9223372036854775807 - 1) | list }}",
+       "[9223372036854775807, -1]"},
+      {"{{ range(3, 0, -9223372036854775807 - 1) | list }}", "[3]"},
+  };
+  for (const auto& [source, expected] : cases) {
+    const auto out = render(source);
+    ASSERT_TRUE(out.ok()) << source << ": " << out.status();
+    EXPECT_EQ(*out, expected) << source;
+  }
+  const auto huge = render("{{ range(-9223372036854775807 - 1, 9223372036854775807) | length }}");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
+}
+
+// round() with a negative precision: integers exactly (a double lost digits and overflowed int64),
+// half to even as Python rounds.
+TEST(ChatTemplateTest, RoundToNegativePrecisionIsExact) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{{ 15|round(-1) }} {{ 25|round(-1) }} {{ -25|round(-1) }} {{ 26|round(-1) }}",
+       "20 20 -20 30"},
+      {"{{ 1234567890123456789|round(-2) }}", "1234567890123456800"},
+      {"{{ 4999999999999999999|round(-19) }} {{ 9223372036854775807|round(-20) }}", "0 0"},
+      {"{{ 1.5|round(-9223372036854775807 - 1) }} {{ 155.0|round(-1) }}", "0.0 160.0"},
+  };
+  for (const auto& [source, expected] : cases) {
+    const auto out = render(source);
+    ASSERT_TRUE(out.ok()) << source << ": " << out.status();
+    EXPECT_EQ(*out, expected) << source;
+  }
+  // Python's answers (9223372036854775810, 10^19) are beyond int64.
+  for (const char* source :
+       {"{{ 9223372036854775807|round(-1) }}", "{{ 9223372036854775807|round(-19) }}"}) {
+    const auto beyond = render(source);
+    ASSERT_FALSE(beyond.ok()) << source;
+    EXPECT_NE(beyond.status().message().find("integer overflow"), std::string_view::npos)
+        << beyond.status();
+  }
+}
+
+// '%d' % x of a float that has no int64 value (casting it was undefined behaviour).
+TEST(ChatTemplateTest, PercentFormatOfAFloatBeyondInt64IsAnError) {
+  for (const char* source : {"{{ '%d' % (1e308 * 10) }}", "{{ '%i' % (0.0 * (1e308 * 10)) }}",
+                             "{{ '%d' % 1e19 }}"}) {
+    const auto out = render(source);
+    ASSERT_FALSE(out.ok()) << source;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+  }
+  const auto ok = render("{{ '%d|%i' % (2.9, -9.0e18) }}");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(*ok, "2|-9000000000000000000");
+}
+
+// Repeating an empty sequence looped `count` times: '' * 22222222222288 hung the render.
+TEST(ChatTemplateTest, RepeatingAnEmptySequenceIsImmediate) {
+  const auto out = render(
+      "{{ ('' * 9223372036854775807) | length }} {{ ([] * 9223372036854775807) | length }} "
+      "{{ 'ab' * 0 }}{{ 'ab' * -3 }}|{{ 'ab' * 2 }}");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "0 0 |abab");
 }
 
 TEST(ChatTemplateTest, DeepNestingIsAnErrorNotACrash) {
