@@ -9,13 +9,16 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 namespace tessera::server {
 namespace {
 
 class ServerCredentialsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = ::testing::TempDir() + "/tessera-pem-check";
+    // One directory per process: ctest runs each test in a process of its own, side by side.
+    dir_ = ::testing::TempDir() + "/tessera-pem-check-" + std::to_string(::getpid());
     std::filesystem::create_directories(dir_);
     const std::string script =
         "set -e; cd '" + dir_ + "'; "
@@ -29,6 +32,8 @@ class ServerCredentialsTest : public ::testing::Test {
     pem.replace(mid, 8, "!!!!!!!!");
     std::ofstream(dir_ + "/broken.pem") << pem;
   }
+
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
 
   void SetUp() override {
     if (!have_openssl_) GTEST_SKIP() << "the openssl command is needed to make test certificates";
