@@ -2,12 +2,12 @@
 
 #include <sys/socket.h>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tools/tcp_connect.h"
 
 namespace tessera::cli {
 
@@ -49,17 +49,10 @@ json openai_completion_body(const v1::GenerateRequest& request) {
 
 absl::Status OpenAiStreamClient::run(const json& body,
                                      const std::function<void(const json& event)>& on_event) {
-  const size_t colon = address_.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", address_, "\" is not HOST:PORT"));
-  }
   net::io_context ioc;
-  net::ip::tcp::resolver resolver(ioc);
   beast::tcp_stream stream(ioc);
+  TESSERA_RETURN_IF_ERROR(connect_host_port(address_, stream));
   beast::error_code ec;
-  const auto endpoints = resolver.resolve(address_.substr(0, colon), address_.substr(colon + 1), ec);
-  if (!ec) stream.connect(endpoints, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot connect to ", address_, ": ", ec.message()));
   fd_.store(stream.socket().native_handle());
   if (cancelled_.load()) return absl::CancelledError("cancelled");
 

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tools/tcp_connect.h"
 
 namespace tessera::cli {
 
@@ -57,20 +56,16 @@ std::map<std::string, double> parse_prometheus_text(std::string_view text) {
 }
 
 absl::StatusOr<std::map<std::string, double>> scrape_metrics(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", address, "\" is not HOST:PORT"));
-  }
   net::io_context ioc;
-  net::ip::tcp::resolver resolver(ioc);
   beast::tcp_stream stream(ioc);
   stream.expires_after(std::chrono::seconds(kTimeoutSeconds));
+  if (absl::Status s = connect_host_port(address, stream); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("reading http://", address, "/metrics: ", s.message()));
+  }
   beast::error_code ec;
-  const auto endpoints = resolver.resolve(address.substr(0, colon), address.substr(colon + 1), ec);
-  if (!ec) stream.connect(endpoints, ec);
   http::request<http::empty_body> request(http::verb::get, "/metrics", 11);
   request.set(http::field::host, address);
-  if (!ec) http::write(stream, request, ec);
+  http::write(stream, request, ec);
   beast::flat_buffer buffer;
   http::response<http::string_body> response;
   if (!ec) http::read(stream, buffer, response, ec);
