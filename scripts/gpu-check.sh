@@ -55,8 +55,8 @@
 #   load     issue 19's loads on the 8B-shaped model (--max-num-seqs 256, untuned): 1 stream
 #            128/256, 256 streams 128/128 and 1000/1000, and the shared-prefix load (64 streams,
 #            a 1,500-token system prompt, 100-token user parts) with the prefix cache on and off;
-#            each load's step profile (tests/bench/step_profile.py: steps, rows per step, ms per
-#            phase) from /metrics around it; LOAD_WARMUP=1 also times the warmup of the default
+#            each load's step profile (`bench serve --admin-server`: steps, rows per step, ms per
+#            phase, from /metrics around it); LOAD_WARMUP=1 also times the warmup of the default
 #            buckets; BEFORE=<bundle> runs the same loads on that build's tesserad too; LOADS picks
 #            among c1 c256_128 c256_1000, LOAD_SHARED=0 leaves the shared-prefix pair out,
 #            LOAD_FLAGS adds tesserad flags (e.g. --admission-headroom-steps 1000)
@@ -538,18 +538,16 @@ PY
   done
 }
 
-# One load against the running tesserad with the new bundle's client, the step profile around
-# it: NAME, then `tessera bench serve` flags. Log/JSON $out/load_NAME.{log,json,profile.json}.
+# One load against the running tesserad with the new bundle's client; --admin-server reads the
+# run's prefix-cache hits, preemptions and step profile (ms per phase) from /metrics around it:
+# NAME, then `tessera bench serve` flags. Log and JSON $out/load_NAME.{log,json}.
 load_run() {
   local name=$1; shift
-  curl -sf http://127.0.0.1:8002/metrics > "$out/load_${name}_before.prom"
-  "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --json "$out/load_$name.json" "$@" \
-    > "$out/load_$name.log" 2>&1 || { echo "load $name: bench serve failed"; tail -3 "$out/load_$name.log"; status=1; }
-  curl -sf http://127.0.0.1:8002/metrics > "$out/load_${name}_after.prom"
+  "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --admin-server 127.0.0.1:8002 \
+    --json "$out/load_$name.json" "$@" > "$out/load_$name.log" 2>&1 \
+    || { echo "load $name: bench serve failed"; tail -3 "$out/load_$name.log"; status=1; }
   echo "== $name: $(grep -m1 "output throughput" "$out/load_$name.log")"
-  grep -E "^(TTFT|ITL)" "$out/load_$name.log" | head -2
-  python3 tests/bench/step_profile.py "$out/load_${name}_before.prom" "$out/load_${name}_after.prom" \
-    --label "$name" --json "$out/load_$name.profile.json" | tail -1
+  grep -E "^(TTFT|ITL|preemptions|prefix cache hit rate|engine steps|step ms by phase) " "$out/load_$name.log"
 }
 
 run_load() {

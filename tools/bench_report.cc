@@ -35,10 +35,23 @@ nlohmann::ordered_json rate_json(double rate) {
 nlohmann::ordered_json server_json(const std::optional<ServerDelta>& server) {
   if (!server) return nullptr;
   const std::optional<double> rate = server->prefix_cache_hit_rate();
-  return {{"prefix_cache_query_tokens", server->prefix_cache_queries},
-          {"prefix_cache_hit_tokens", server->prefix_cache_hits},
-          {"prefix_cache_hit_rate", rate ? nlohmann::ordered_json(*rate) : nlohmann::ordered_json()},
-          {"preemptions", server->preemptions}};
+  nlohmann::ordered_json j = {
+      {"prefix_cache_query_tokens", server->prefix_cache_queries},
+      {"prefix_cache_hit_tokens", server->prefix_cache_hits},
+      {"prefix_cache_hit_rate", rate ? nlohmann::ordered_json(*rate) : nlohmann::ordered_json()},
+      {"preemptions", server->preemptions},
+      {"steps", server->steps}};
+  if (server->steps > 0) {  // per-step means
+    const double n = server->steps;
+    j["seqs_per_step"] = server->step_seqs / n;
+    j["tokens_per_step"] = server->step_tokens / n;
+    j["step_ms"] = 1e3 * server->step_seconds / n;
+    j["schedule_ms"] = 1e3 * server->schedule_seconds / n;
+    j["launch_ms"] = 1e3 * server->launch_seconds / n;
+    j["device_wait_ms"] = 1e3 * server->device_wait_seconds / n;
+    j["update_ms"] = 1e3 * server->update_seconds / n;
+  }
+  return j;
 }
 
 }  // namespace
@@ -115,6 +128,18 @@ std::string render_report(const BenchSetup& setup, const BenchReport& r) {
                                           r.server->prefix_cache_queries)
                         : std::string("- (no lookups)")});
     facts.add_row({"preemptions", absl::StrFormat("%.0f", r.server->preemptions)});
+    if (const double n = r.server->steps; n > 0) {
+      facts.add_row({"engine steps", absl::StrFormat("%.0f (%.1f seqs, %.1f tokens, %.2f ms each)", n,
+                                                     r.server->step_seqs / n,
+                                                     r.server->step_tokens / n,
+                                                     1e3 * r.server->step_seconds / n)});
+      facts.add_row({"step ms by phase",
+                     absl::StrFormat("schedule %.3f, launch %.3f, device wait %.3f, update %.3f",
+                                     1e3 * r.server->schedule_seconds / n,
+                                     1e3 * r.server->launch_seconds / n,
+                                     1e3 * r.server->device_wait_seconds / n,
+                                     1e3 * r.server->update_seconds / n)});
+    }
   }
   out += facts.render(/*with_header=*/false);
 

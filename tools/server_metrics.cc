@@ -51,6 +51,7 @@ std::map<std::string, double> parse_prometheus_text(std::string_view text) {
     double value;
     if (rest.empty() || !absl::SimpleAtod(rest[0], &value)) continue;
     metrics[name] += value;
+    if (brace == name_end) metrics[std::string(line.substr(0, value_start))] = value;
   }
   return metrics;
 }
@@ -92,6 +93,17 @@ ServerDelta server_delta(const std::map<std::string, double>& before,
   d.prefix_cache_queries = delta("tessera_prefix_cache_queries_total");
   d.prefix_cache_hits = delta("tessera_prefix_cache_hits_total");
   d.preemptions = delta("tessera_num_preemptions_total");
+  d.steps = delta("tessera_step_duration_seconds_count");
+  d.step_seqs = delta("tessera_step_num_seqs_sum");
+  d.step_tokens = delta("tessera_step_num_tokens_sum");
+  d.step_seconds = delta("tessera_step_duration_seconds_sum");
+  auto phase = [&](const char* name) {
+    return delta(absl::StrCat("tessera_step_phase_seconds_total{phase=\"", name, "\"}"));
+  };
+  d.schedule_seconds = phase("schedule");
+  d.launch_seconds = phase("launch");
+  d.device_wait_seconds = phase("device_wait");
+  d.update_seconds = phase("update");
   return d;
 }
 

@@ -21,6 +21,7 @@ TEST(ServerMetrics, ParsesNamesValuesAndSumsLabelSets) {
       "bad_value{x=\"1\"} nope\n");
   EXPECT_DOUBLE_EQ(m.at("tessera_prefix_cache_hits_total"), 120);
   EXPECT_DOUBLE_EQ(m.at("tessera_http_requests_total"), 5);
+  EXPECT_DOUBLE_EQ(m.at("tessera_http_requests_total{route=\"/a b\",code=\"404\"}"), 2);
   EXPECT_DOUBLE_EQ(m.at("process_cpu_seconds_total"), 15);
   EXPECT_EQ(m.count("broken_line"), 0u);
   EXPECT_EQ(m.count("bad_value"), 0u);
@@ -40,6 +41,36 @@ TEST(ServerMetrics, TheRunsDeltaAndHitRate) {
   EXPECT_DOUBLE_EQ(*d.prefix_cache_hit_rate(), 0.75);
   EXPECT_FALSE(server_delta(before, before).prefix_cache_hit_rate().has_value());
   EXPECT_DOUBLE_EQ(server_delta({}, after).prefix_cache_queries, 500);  // a counter first seen
+}
+
+TEST(ServerMetrics, TheRunsStepProfileByPhase) {
+  const auto before = parse_prometheus_text(
+      "tessera_step_duration_seconds_count 10\n"
+      "tessera_step_duration_seconds_sum 0.5\n"
+      "tessera_step_num_seqs_sum 40\n"
+      "tessera_step_num_tokens_sum 80\n"
+      "tessera_step_phase_seconds_total{phase=\"schedule\"} 0.01\n"
+      "tessera_step_phase_seconds_total{phase=\"launch\"} 0.1\n"
+      "tessera_step_phase_seconds_total{phase=\"device_wait\"} 0.3\n"
+      "tessera_step_phase_seconds_total{phase=\"update\"} 0.05\n");
+  const auto after = parse_prometheus_text(
+      "tessera_step_duration_seconds_count 110\n"
+      "tessera_step_duration_seconds_sum 2.5\n"
+      "tessera_step_num_seqs_sum 840\n"
+      "tessera_step_num_tokens_sum 1680\n"
+      "tessera_step_phase_seconds_total{phase=\"schedule\"} 0.06\n"
+      "tessera_step_phase_seconds_total{phase=\"launch\"} 0.6\n"
+      "tessera_step_phase_seconds_total{phase=\"device_wait\"} 1.7\n"
+      "tessera_step_phase_seconds_total{phase=\"update\"} 0.15\n");
+  const ServerDelta d = server_delta(before, after);
+  EXPECT_DOUBLE_EQ(d.steps, 100);
+  EXPECT_DOUBLE_EQ(d.step_seqs, 800);
+  EXPECT_DOUBLE_EQ(d.step_tokens, 1600);
+  EXPECT_DOUBLE_EQ(d.step_seconds, 2.0);
+  EXPECT_DOUBLE_EQ(d.schedule_seconds, 0.05);
+  EXPECT_DOUBLE_EQ(d.launch_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(d.device_wait_seconds, 1.4);
+  EXPECT_DOUBLE_EQ(d.update_seconds, 0.1);
 }
 
 TEST(ServerMetrics, ScrapesTheAdminListener) {
