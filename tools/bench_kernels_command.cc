@@ -199,35 +199,49 @@ absl::Status run_prefill(GpuBackend& gpu, int reps, int d, nlohmann::json& rows)
   return absl::OkStatus();
 }
 
+// One split-KV decode of `batch` sequences over 32 query / 8 KV heads, timed: the split plan the
+// backend makes for `span` keys (the window, when one is set), its workspace, the median ms.
+struct DecodeTiming {
+  int splits = 0;
+  double ms = 0;
+};
+absl::StatusOr<DecodeTiming> time_decode(GpuBackend& gpu, Buffers& buffers,
+                                         const gpu::DeviceStep& step, int batch, int span, int d,
+                                         float softcap, int window, int reps) {
+  constexpr int kHq = 32, kHk = 8;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const gpu::DecodeSplits splits = gpu::plan_decode_splits(batch, kHk, span, gpu.multiprocessors());
+  const size_t parts = static_cast<size_t>(batch) * kHq * splits.num_splits;
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer work, gpu.allocate(parts * (d + 2) * sizeof(float)));
+  float* part = static_cast<float*>(work.data());
+  TESSERA_ASSIGN_OR_RETURN(double ms, median_ms(gpu.stream(), 5, reps, [&] {
+    return gpu::attention_decode(bf(buffers.qkv), bf(buffers.k), bf(buffers.v), kBlockSize, step,
+                                 kHq, kHk, d, scale, softcap, window, splits, part,
+                                 part + parts * d, bf(buffers.out), gpu.stream());
+  }));
+  return DecodeTiming{splits.num_splits, ms};
+}
+
 // The decode table of one head dim; `copy` is the device's copy bandwidth (GB/s).
 absl::Status run_decode(GpuBackend& gpu, int reps, int d, double copy, nlohmann::json& rows) {
   constexpr int kHq = 32, kHk = 8;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   TextTable table({{"batch"}, {"context"}, {"splits", true}, {"us", true}, {"GB/s", true},
                    {"% copy", true}});
   for (int batch : {1, 16, 64}) {
     for (int context : {1024, 2048, 4096, 8192, 16384, 32768}) {
       TESSERA_ASSIGN_OR_RETURN(Buffers buffers, make_buffers(gpu, batch, 1, context, kHq, kHk, d, 43));
       gpu.begin_step(make_step(batch, 1, context));
-      const gpu::DeviceStep step = gpu.device_step();
-      const gpu::DecodeSplits splits =
-          gpu::plan_decode_splits(batch, kHk, context, gpu.multiprocessors());
-      const size_t parts = static_cast<size_t>(batch) * kHq * splits.num_splits;
-      TESSERA_ASSIGN_OR_RETURN(DeviceBuffer work, gpu.allocate(parts * (d + 2) * sizeof(float)));
-      float* part = static_cast<float*>(work.data());
-      TESSERA_ASSIGN_OR_RETURN(double ms, median_ms(gpu.stream(), 5, reps, [&] {
-        return gpu::attention_decode(bf(buffers.qkv), bf(buffers.k), bf(buffers.v), kBlockSize,
-                                     step, kHq, kHk, d, scale, 0.0f, 0, splits, part,
-                                     part + parts * d, bf(buffers.out), gpu.stream());
-      }));
+      TESSERA_ASSIGN_OR_RETURN(DecodeTiming t, time_decode(gpu, buffers, gpu.device_step(), batch,
+                                                          context, d, 0.0f, 0, reps));
+      const double ms = t.ms;
       const double bytes = 2.0 * batch * static_cast<double>(context) * kHk * d * 2 +
                            2.0 * batch * kHq * d * 2;
       const double gbs = bytes / (ms * 1e-3) / 1e9;
       table.add_row({std::to_string(batch), std::to_string(context),
-                     std::to_string(splits.num_splits), absl::StrFormat("%.1f", ms * 1e3),
+                     std::to_string(t.splits), absl::StrFormat("%.1f", ms * 1e3),
                      absl::StrFormat("%.0f", gbs), absl::StrFormat("%.1f", 100.0 * gbs / copy)});
       rows.push_back({{"head_dim", d}, {"batch", batch}, {"context", context},
-                      {"splits", splits.num_splits}, {"ms", ms}, {"gb_s", gbs},
+                      {"splits", t.splits}, {"ms", ms}, {"gb_s", gbs},
                       {"fraction_of_copy", gbs / copy}});
     }
   }
@@ -284,16 +298,9 @@ absl::Status run_features(GpuBackend& gpu, int reps, int d, double copy, nlohman
     double plain_ms = 0.0;
     for (const Variant& v : variants) {
       const int span = v.window > 0 ? std::min(kContext, v.window) : kContext;
-      const gpu::DecodeSplits splits =
-          gpu::plan_decode_splits(batch, kHk, span, gpu.multiprocessors());
-      const size_t parts = static_cast<size_t>(batch) * kHq * splits.num_splits;
-      TESSERA_ASSIGN_OR_RETURN(DeviceBuffer work, gpu.allocate(parts * (d + 2) * sizeof(float)));
-      float* part = static_cast<float*>(work.data());
-      TESSERA_ASSIGN_OR_RETURN(double ms, median_ms(gpu.stream(), 5, reps, [&] {
-        return gpu::attention_decode(bf(buffers.qkv), bf(buffers.k), bf(buffers.v), kBlockSize,
-                                     step, kHq, kHk, d, scale, v.softcap, v.window, splits, part,
-                                     part + parts * d, bf(buffers.out), gpu.stream());
-      }));
+      TESSERA_ASSIGN_OR_RETURN(DecodeTiming t, time_decode(gpu, buffers, step, batch, span, d,
+                                                          v.softcap, v.window, reps));
+      const double ms = t.ms;
       if (v.window == 0 && v.softcap == 0.0f) plain_ms = ms;
       const double bytes = 2.0 * batch * static_cast<double>(span) * kHk * d * 2;
       const double gbs = bytes / (ms * 1e-3) / 1e9;
