@@ -50,15 +50,18 @@ __global__ void fill_uniform_kernel(T* dst, int64_t n, uint64_t seed, float lo, 
 }
 
 template <typename T>
-__global__ void embedding_kernel(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids,
-                                 float scale, T* out) {
+__global__ void embedding_kernel(const T* table, int64_t first_id, int64_t rows, int64_t hidden,
+                                 const int32_t* ids, float scale, T* out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   const int64_t t = blockIdx.x;
-  int64_t id = ids[t];
-  if (id < 0 || id >= vocab) id = 0;  // ids are validated upstream; clamp as the CPU does
-  const T* src = table + id * hidden;
+  const int64_t id = static_cast<int64_t>(ids[t]) - first_id;
   T* dst = out + t * hidden;
+  if (id < 0 || id >= rows) {  // another rank's token, as the CPU does
+    for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = from_float<T>(0.0f);
+    return;
+  }
+  const T* src = table + id * hidden;
   if (scale == 1.0f) {
     for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = src[i];
   } else {
@@ -161,11 +164,11 @@ gpuError_t fill_uniform(T* dst, int64_t n, uint64_t seed, float lo, float hi,
 }
 
 template <typename T>
-gpuError_t embedding(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
-                     float scale, T* out, gpuStream_t stream) {
+gpuError_t embedding(const T* table, int64_t first_id, int64_t rows, int64_t hidden,
+                     const int32_t* ids, int64_t n, float scale, T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
   return launch(embedding_kernel<T>, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream,
-                table, vocab, hidden, ids, scale, out);
+                table, first_id, rows, hidden, ids, scale, out);
 }
 
 template <typename T>
@@ -201,8 +204,8 @@ gpuError_t gather_rows(const T* x, int64_t hidden, const int32_t* rows, int64_t 
   template gpuError_t convert_f32(const float*, T*, int64_t, gpuStream_t, unsigned long long*,   \
                                   int64_t);                                                     \
   template gpuError_t fill_uniform(T*, int64_t, uint64_t, float, float, gpuStream_t);           \
-  template gpuError_t embedding(const T*, int64_t, int64_t, const int32_t*, int64_t, float, T*, \
-                                gpuStream_t);                                                   \
+  template gpuError_t embedding(const T*, int64_t, int64_t, int64_t, const int32_t*, int64_t,   \
+                                float, T*, gpuStream_t);                                        \
   template gpuError_t rms_norm(T*, const T*, const T*, int64_t, int64_t, float, float, T*,       \
                                gpuStream_t);                                                    \
   template gpuError_t gated_activation(const T*, int64_t, int64_t, bool, T*, gpuStream_t);      \

@@ -460,14 +460,14 @@ void GpuBackend::begin_graph_step(const StepBatch& batch, int32_t max_context) {
   step_.max_decode_context = std::max(step_.max_decode_context, max_context);
 }
 
-void GpuBackend::embedding(const Tensor& table, float scale, const Tensor& out) {
+void GpuBackend::embedding(const Tensor& table, int64_t first_id, float scale, const Tensor& out) {
   if (!check_dtype(table, dtype_, "embedding", "table") ||
       !check_dtype(out, dtype_, "embedding", "out")) {
     return;
   }
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
-    return gpu::embedding(elements<T>(table), table.dim(0), table.dim(1), step_.token_ids,
-                          step_.num_tokens, scale, elements<T>(out), stream_);
+    return gpu::embedding(elements<T>(table), first_id, table.dim(0), table.dim(1),
+                          step_.token_ids, step_.num_tokens, scale, elements<T>(out), stream_);
   })));
 }
 

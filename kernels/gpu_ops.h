@@ -46,10 +46,11 @@ gpuError_t convert_f32(const float* src, T* dst, int64_t n, gpuStream_t stream,
 // dst[i] = uniform in [lo, hi), from (seed, i): benchmark inputs without a host round trip.
 template <typename T>
 gpuError_t fill_uniform(T* dst, int64_t n, uint64_t seed, float lo, float hi, gpuStream_t stream);
-// out = table[ids] * scale (a plain copy at scale 1).
+// out = table[ids - first_id] * scale (a plain copy at scale 1); zeros for an id outside the
+// table's `rows` (another tensor-parallel rank's).
 template <typename T>
-gpuError_t embedding(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
-                     float scale, T* out, gpuStream_t stream);
+gpuError_t embedding(const T* table, int64_t first_id, int64_t rows, int64_t hidden,
+                     const int32_t* ids, int64_t n, float scale, T* out, gpuStream_t stream);
 // out = x / rms(x) * (weight_offset + w); residual may be null (plain rms_norm), otherwise
 // residual += x first and the sum is normalized.
 template <typename T>

@@ -80,9 +80,9 @@ void CpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {
   std::memcpy(dst.data, src.data(), src.size_bytes());
 }
 
-void CpuBackend::embedding(const Tensor& table, float scale, const Tensor& out) {
+void CpuBackend::embedding(const Tensor& table, int64_t first_id, float scale, const Tensor& out) {
   if (!f32(table, "embedding", "table") || !f32(out, "embedding", "out")) return;
-  cpu::embedding(table.as<float>(), table.dim(0), table.dim(1), batch_->token_ids.data(),
+  cpu::embedding(table.as<float>(), first_id, table.dim(0), table.dim(1), batch_->token_ids.data(),
                  batch_->num_tokens(), scale, out.as<float>());
 }
 

@@ -31,7 +31,7 @@ class CpuBackend final : public Backend {
   void copy_to(Backend& to, void* dst, const void* src, size_t bytes) override;
 
   void begin_step(const StepBatch& batch) override;
-  void embedding(const Tensor& table, float scale, const Tensor& out) override;
+  void embedding(const Tensor& table, int64_t first_id, float scale, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, NormSpec norm, const Tensor& out) override;
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, NormSpec norm,
                     const Tensor& out) override;

@@ -12,9 +12,10 @@ namespace tessera::cpu {
 // elementwise ops), and under CPU contention its barrier can stall for a whole time slice.
 inline constexpr int64_t kParallelMinWork = 1 << 16;
 
-// out [n, hidden] = table[ids[t]] * scale
-void embedding(const float* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
-               float scale, float* out);
+// out [n, hidden] = table[ids[t] - first_id] * scale; zeros where the id is not one of the
+// table's `rows` (a tensor-parallel rank's slice of the vocabulary)
+void embedding(const float* table, int64_t first_id, int64_t rows, int64_t hidden,
+               const int32_t* ids, int64_t n, float scale, float* out);
 // One row: out [hidden] = x / rms(x) * (norm.weight_offset + w) (x may be out)
 void normalize_row(const float* x, const float* w, int64_t hidden, NormSpec norm, float* out);
 // out [n, hidden] = x / rms(x) * (norm.weight_offset + w)

@@ -1,5 +1,6 @@
 // Embedding, RMSNorm (plain and fused with the residual add), gated activations and soft-capping
 // on the CPU.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -7,14 +8,17 @@
 
 namespace tessera::cpu {
 
-void embedding(const float* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
-               float scale, float* out) {
+void embedding(const float* table, int64_t first_id, int64_t rows, int64_t hidden,
+               const int32_t* ids, int64_t n, float scale, float* out) {
 #pragma omp parallel for if (n * hidden >= kParallelMinWork)
   for (int64_t t = 0; t < n; ++t) {
-    // Ids are validated against the vocab before they reach a step; clamp defensively anyway.
-    int64_t id = ids[t] < 0 || ids[t] >= vocab ? 0 : ids[t];
-    const float* row = table + id * hidden;
+    const int64_t id = static_cast<int64_t>(ids[t]) - first_id;
     float* o = out + t * hidden;
+    if (id < 0 || id >= rows) {  // another rank's token (ids are validated before a step)
+      std::fill(o, o + hidden, 0.0f);
+      continue;
+    }
+    const float* row = table + id * hidden;
     if (scale == 1.0f) {
       std::memcpy(o, row, hidden * sizeof(float));
     } else {

@@ -238,13 +238,17 @@ TEST_P(GpuKernelTest, Embedding) {
     b.token_ids[1] = static_cast<int32_t>(vocab - 1);
     cpu_.begin_step(b);
     gpu_->begin_step(b);
-    cpu_.embedding(table.c, 1.0f, out.c);
-    gpu_->embedding(table.g, 1.0f, out.g);
+    cpu_.embedding(table.c, 0, 1.0f, out.c);
+    gpu_->embedding(table.g, 0, 1.0f, out.g);
     EXPECT_EQ(err(out), 0.0) << "hidden " << hidden;
+    // A tensor-parallel rank's slice of the vocabulary: other ranks' tokens give zeros.
+    cpu_.embedding(table.c, 300, 1.0f, out.c);
+    gpu_->embedding(table.g, 300, 1.0f, out.g);
+    EXPECT_EQ(err(out), 0.0) << "hidden " << hidden << " from id 300";
     // Gemma's sqrt(hidden) scale: one rounding of the product.
     const float scale = std::sqrt(static_cast<float>(hidden));
-    cpu_.embedding(table.c, scale, out.c);
-    gpu_->embedding(table.g, scale, out.g);
+    cpu_.embedding(table.c, 0, scale, out.c);
+    gpu_->embedding(table.g, 0, scale, out.g);
     EXPECT_LT(err(out), tol_.op) << "hidden " << hidden << " scaled";
   }
 }

@@ -94,9 +94,24 @@ TEST(CpuOps, EmbeddingGathersRows) {
   auto table = random_vector(vocab * hidden, 9);
   const std::vector<int32_t> ids = {3, 0, 9, 3};
   std::vector<float> out(ids.size() * hidden, NAN);
-  cpu::embedding(table.data(), vocab, hidden, ids.data(), ids.size(), 1.0f, out.data());
+  cpu::embedding(table.data(), 0, vocab, hidden, ids.data(), ids.size(), 1.0f, out.data());
   for (size_t t = 0; t < ids.size(); ++t)
     for (int64_t i = 0; i < hidden; ++i) EXPECT_EQ(out[t * hidden + i], table[ids[t] * hidden + i]);
+}
+
+TEST(CpuOps, EmbeddingOfAVocabularySliceZeroesOtherRanksTokens) {
+  const int64_t rows = 4, hidden = 5, first_id = 3;  // the slice holds ids 3..6
+  auto table = random_vector(rows * hidden, 11);
+  const std::vector<int32_t> ids = {2, 3, 6, 7, 5};
+  std::vector<float> out(ids.size() * hidden, NAN);
+  cpu::embedding(table.data(), first_id, rows, hidden, ids.data(), ids.size(), 2.0f, out.data());
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const bool held = ids[t] >= first_id && ids[t] < first_id + rows;
+    for (int64_t i = 0; i < hidden; ++i) {
+      EXPECT_EQ(out[t * hidden + i], held ? 2.0f * table[(ids[t] - first_id) * hidden + i] : 0.0f)
+          << "token " << t;
+    }
+  }
 }
 
 // A ragged batch over a paged cache, against dense causal attention computed per sequence.
