@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/model_io/weight_source.h"
+#include "runtime/backend/communicator.h"
 #include "runtime/backend/sampling_math.h"
 #include "runtime/backend/step_batch.h"
 #include "runtime/backend/tensor.h"
@@ -101,8 +102,9 @@ class Backend {
   // Makes `batch` the current step: its metadata is what the ops below read.
   virtual void begin_step(const StepBatch& batch) = 0;
 
-  // out[t] = table[token_ids[t]] * scale                table [vocab, hidden], out [n, hidden]
-  virtual void embedding(const Tensor& table, float scale, const Tensor& out) = 0;
+  // out[t] = table[token_ids[t] - first_id] * scale, or zeros for a token the table's rows do not
+  // hold (a tensor-parallel rank's slice of the vocabulary)      table [rows, hidden], out [n, hidden]
+  virtual void embedding(const Tensor& table, int64_t first_id, float scale, const Tensor& out) = 0;
   // out = rms_norm(x) * (offset + w)                     x, out [n, hidden]; w [hidden]
   virtual void rms_norm(const Tensor& x, const Tensor& w, NormSpec norm, const Tensor& out) = 0;
   // residual += x; out = rms_norm(residual) * (offset + w)     fused residual add

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/in_process_communicator.h"
 #include "base/status_macros.h"
 #include "base/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -65,6 +66,12 @@ int visible_gpus() {
 }
 
 namespace {
+
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> create_gpu_group(
+    std::span<Backend* const> ranks) {
+  return absl::UnimplementedError(str_cat("tensor parallelism over ", ranks.size(),
+                                          " GPUs: this build has no GPU communicator yet"));
+}
 
 absl::Status built_without_gpu_error() {
   return absl::FailedPreconditionError(
@@ -178,6 +185,22 @@ absl::StatusOr<std::vector<DeviceBackend>> create_backends(const BackendOptions&
     out.push_back({d, std::move(b)});
   }
   return out;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> create_communicators(
+    std::span<Backend* const> ranks) {
+  if (ranks.size() < 2) {
+    return absl::InvalidArgumentError(
+        str_cat("a tensor-parallel group needs at least 2 ranks, got ", ranks.size()));
+  }
+  const bool host = ranks.front()->uses_host_memory();
+  for (Backend* b : ranks) {
+    if (b->uses_host_memory() != host) {
+      return absl::InvalidArgumentError("a tensor-parallel group mixes CPU and GPU backends");
+    }
+  }
+  if (host) return make_in_process_communicators(static_cast<int32_t>(ranks.size()));
+  return create_gpu_group(ranks);
 }
 
 }  // namespace tessera

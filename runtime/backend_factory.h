@@ -3,12 +3,14 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
+#include "runtime/backend/communicator.h"
 #include "base/dtype.h"
 
 namespace tessera {
@@ -58,5 +60,12 @@ struct DeviceBackend {
 // One backend per device of options.devices (or the single device), all of one kind, in pipeline
 // order. Errors name a device that does not exist and how many are visible.
 absl::StatusOr<std::vector<DeviceBackend>> create_backends(const BackendOptions& options);
+
+// The communicators of a tensor-parallel group over `ranks` (rank i on ranks[i]; at least two,
+// all CPU or all GPU): in-process on the CPU, NCCL / RCCL (with a one-shot all-reduce over peer
+// memory for small messages where it is faster) on GPUs. Errors name what is missing (the NCCL
+// library, peer access between two devices).
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> create_communicators(
+    std::span<Backend* const> ranks);
 
 }  // namespace tessera

@@ -5,7 +5,7 @@
 // in the same order with the same shapes, each from its own thread: the ranks of a group are
 // driven concurrently (a rank's op may wait for the others'; on the CPU backend it does).
 //
-// Implementations: InProcessCommunicator (kernels/cpu/, CPU ranks of one process), and on the
+// Part of the backend seam (runtime/backend.h includes it). Implementations: InProcessCommunicator (kernels/cpu/, CPU ranks of one process), and on the
 // GPU NCCL / RCCL with a one-shot peer-memory all-reduce for small messages
 // (kernels/gpu_communicator.*). runtime/backend_factory creates a group for a set of backends.
 #pragma once
