@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/model/tensor_parallel.h"
 #include "runtime/placement/device_map.h"
 #include "runtime/placement/plan_table.h"
 #include "base/status_macros.h"
@@ -14,17 +16,64 @@ namespace tessera {
 
 namespace {
 
-// The devices as the planner sees them: their ordinals and the memory free on each now.
-std::vector<DeviceInfo> describe_devices(const std::vector<DeviceBackend>& devices) {
+// The stages as the planner sees them: each a group of `ranks` consecutive devices, known by its
+// first device's ordinal, with the memory free on its tightest device now (every rank holds the
+// same share).
+std::vector<DeviceInfo> describe_stages(const std::vector<DeviceBackend>& devices, int32_t ranks) {
   std::vector<DeviceInfo> out;
-  for (const DeviceBackend& d : devices) {
-    const size_t free_bytes = d.backend->free_memory();
-    out.push_back(DeviceInfo{d.ordinal, d.backend->name(), free_bytes, free_bytes});
+  for (size_t g = 0; g + ranks <= devices.size(); g += static_cast<size_t>(ranks)) {
+    size_t free_bytes = devices[g].backend->free_memory();
+    std::string name = devices[g].backend->name();
+    for (int32_t r = 1; r < ranks; ++r) {
+      free_bytes = std::min(free_bytes, devices[g + r].backend->free_memory());
+      name += " + " + devices[g + r].backend->name();
+    }
+    out.push_back(DeviceInfo{devices[g].ordinal, name, free_bytes, free_bytes});
   }
   return out;
 }
 
+// max_memory names devices; a stage of several allows each of them what the tightest cap says.
+std::map<int32_t, uint64_t> stage_max_memory(const std::map<int32_t, uint64_t>& per_device,
+                                             const std::vector<DeviceBackend>& devices,
+                                             int32_t ranks) {
+  if (ranks == 1) return per_device;
+  std::map<int32_t, uint64_t> out;
+  for (size_t g = 0; g + ranks <= devices.size(); g += static_cast<size_t>(ranks)) {
+    for (int32_t r = 0; r < ranks; ++r) {
+      auto cap = per_device.find(devices[g + r].ordinal);
+      if (cap == per_device.end()) continue;
+      auto [it, fresh] = out.emplace(devices[g].ordinal, cap->second);
+      if (!fresh) it->second = std::min(it->second, cap->second);
+    }
+  }
+  return out;
+}
+
+// The devices tensor parallelism uses when none are listed: ranks of them from gpu_device on (the
+// GPU), or CPU devices 0..ranks-1. Errors say how many GPUs there are.
+absl::Status default_tensor_parallel_devices(int32_t ranks, BackendOptions& backend) {
+  if (ranks <= 1 || !backend.devices.empty() || backend.all_devices) return absl::OkStatus();
+  const int gpus = backend.kind == BackendKind::kCpu ? 0 : visible_gpus();
+  if (gpus > 0 || backend.kind == BackendKind::kGpu) {
+    if (backend.gpu_device + ranks > gpus) {
+      return absl::InvalidArgumentError(str_cat(
+          "tensor_parallel_size: ", ranks, " ranks from GPU ", backend.gpu_device, " need GPUs ",
+          backend.gpu_device, "..", backend.gpu_device + ranks - 1, "; ", gpus,
+          " GPU(s) are visible"));
+    }
+    for (int32_t r = 0; r < ranks; ++r) backend.devices.push_back(backend.gpu_device + r);
+    return absl::OkStatus();
+  }
+  for (int32_t r = 0; r < ranks; ++r) backend.devices.push_back(r);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string ModelInstance::collectives() const {
+  return communicators_.empty() ? std::string() : communicators_.front()->describe();
+}
 
 ModelInstance::~ModelInstance() {
   if (engine_) engine_->shutdown(absl::CancelledError("model unloaded"));
@@ -50,32 +99,61 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
 
   // Devices and the plan: which holds which layers, checked against their memory before any
   // weight is read (a model that does not fit says so per device, not with an allocator error).
-  TESSERA_ASSIGN_OR_RETURN(std::vector<DeviceBackend> backends, create_backends(options.backend));
+  // Tensor parallelism: the model must split into that many ranks, and the devices into stages of
+  // that many.
+  const int32_t tp = options.tensor_parallel_size;
+  TESSERA_RETURN_IF_ERROR(check_tensor_parallel(config, tp));
+  BackendOptions backend_options = options.backend;
+  TESSERA_RETURN_IF_ERROR(default_tensor_parallel_devices(tp, backend_options));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<DeviceBackend> backends, create_backends(backend_options));
+  if (backends.size() % static_cast<size_t>(tp) != 0) {
+    return absl::InvalidArgumentError(str_cat("tensor_parallel_size: ", tp, " does not divide the ",
+                                              backends.size(), " devices listed into stages"));
+  }
   const DType dtype = backends.front().backend->compute_dtype();
   PlacementOptions placement;
   TESSERA_ASSIGN_OR_RETURN(placement.device_map, parse_device_map(options.device_map));
-  TESSERA_ASSIGN_OR_RETURN(placement.max_memory, parse_max_memory(options.max_memory));
-  const ActivationBytes activations =
-      StepRunner::activation_bytes(DecoderModel::activation_cost(config, dtype), config.hidden_size,
-                                   config.vocab_size, options.limits, execution, dtype);
+  TESSERA_ASSIGN_OR_RETURN(const auto max_memory, parse_max_memory(options.max_memory));
+  placement.max_memory = stage_max_memory(max_memory, backends, tp);
+  const ActivationBytes activations = StepRunner::activation_bytes(
+      DecoderModel::activation_cost(config, dtype, tp), config.hidden_size, config.vocab_size,
+      options.limits, execution, dtype);
   placement.activation_bytes = activations.stage;
   placement.head_activation_bytes = activations.head;
   placement.kv_reserve_bytes = options.kv_reserve_bytes;
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
-                           plan_placement(DecoderModel::footprint(config, dtype),
-                                          describe_devices(backends), placement));
+                           plan_placement(DecoderModel::footprint(config, dtype, tp),
+                                          describe_stages(backends, tp), placement));
+  inst->plan_.tensor_parallel_size = tp;
+  inst->plan_.weight_bytes *= static_cast<uint64_t>(tp);
 
-  // Devices the plan left without layers hold nothing: their backends go.
+  // Stages the plan left without layers hold nothing: their backends go. Each stage of several
+  // ranks gets its group's communicators.
   std::vector<LayerSegment> segments;
   std::vector<TuningDevice> tuning_devices;
   for (size_t i = 0; i < inst->plan_.devices.size(); ++i) {
-    const DevicePlacement& d = inst->plan_.devices[i];
+    DevicePlacement& d = inst->plan_.devices[i];
+    if (tp > 1) {
+      for (int32_t r = 0; r < tp; ++r) d.ranks.push_back(backends[i * tp + r].ordinal);
+    }
     if (d.num_layers() == 0) continue;
-    Backend* b = backends[i].backend.get();
-    segments.push_back(LayerSegment{b, d.first_layer, d.num_layers()});
-    tuning_devices.push_back(TuningDevice{d.device, b});
-    inst->backends_.push_back(std::move(backends[i].backend));
+    LayerSegment seg{backends[i * tp].backend.get(), d.first_layer, d.num_layers(), {}, {}};
+    for (int32_t r = 0; r < tp; ++r) {
+      DeviceBackend& member = backends[i * tp + r];
+      if (tp > 1) seg.ranks.push_back(member.backend.get());
+      tuning_devices.push_back(TuningDevice{member.ordinal, member.backend.get()});
+      inst->backends_.push_back(std::move(member.backend));
+    }
+    if (tp > 1) {
+      TESSERA_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> group,
+                               create_communicators(seg.ranks));
+      for (auto& c : group) {
+        seg.comms.push_back(c.get());
+        inst->communicators_.push_back(std::move(c));
+      }
+    }
+    segments.push_back(std::move(seg));
   }
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DecoderModel> family,
                            DecoderModel::load(inst->files_.weights(), segments));
@@ -100,7 +178,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   }
   // CPU "devices" all draw on the one host memory.
   const double device_fraction =
-      inst->backend().uses_host_memory() ? fraction / static_cast<double>(segments.size()) : fraction;
+      inst->backend().uses_host_memory() ? fraction / static_cast<double>(inst->backends_.size()) : fraction;
   int64_t num_blocks = std::numeric_limits<int64_t>::max();
   size_t free_after_load = 0;
   std::string tightest;
@@ -108,13 +186,16 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
     num_blocks = options.kv_cache_bytes / static_cast<int64_t>(block_bytes);
   } else {
     for (const LayerSegment& seg : segments) {
-      const size_t free_bytes = seg.backend->free_memory();
-      free_after_load += free_bytes;
-      const int64_t blocks = static_cast<int64_t>(static_cast<double>(free_bytes) * device_fraction) /
-                             static_cast<int64_t>(layer_block_bytes * seg.num_layers);
-      if (blocks < num_blocks) {
-        num_blocks = blocks;
-        tightest = seg.backend->name();
+      for (int32_t r = 0; r < seg.num_ranks(); ++r) {
+        Backend& b = seg.rank_backend(r);
+        const size_t free_bytes = b.free_memory();
+        free_after_load += free_bytes;
+        const int64_t blocks = static_cast<int64_t>(static_cast<double>(free_bytes) * device_fraction) /
+                               static_cast<int64_t>(layer_block_bytes * seg.num_layers);
+        if (blocks < num_blocks) {
+          num_blocks = blocks;
+          tightest = b.name();
+        }
       }
     }
   }
@@ -144,8 +225,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   }
   inst->plan_.kv_capacity_tokens = num_blocks * options.block_size;
   spdlog::info("model {}: {} layers, {:.1f} MiB weights on {} device(s)\n{}", path,
-               config.num_layers, inst->weight_bytes() / 1048576.0, segments.size(),
+               config.num_layers, inst->weight_bytes() / 1048576.0, inst->backends_.size(),
                format_plan_table(inst->plan_));
+  if (tp > 1) {
+    spdlog::info("tensor parallelism: {} ranks per stage, collectives: {}", tp, inst->collectives());
+  }
   spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({:.1f} MiB{}), prefix caching {}",
                num_blocks, options.block_size, num_blocks * options.block_size,
                num_blocks * block_bytes / 1048576.0,

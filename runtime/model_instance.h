@@ -29,6 +29,10 @@ struct InstanceOptions {
   // device for its KV cache (0 = kDefaultKvReserveFraction of what it allows).
   std::string device_map = "auto";
   std::string max_memory;
+  // Tensor parallelism: each pipeline stage split over this many devices (consecutive devices of
+  // backend.devices form a stage; the planner places layers over the stages, budgeting each
+  // device for its rank's share). 1 = off.
+  int32_t tensor_parallel_size = 1;
   uint64_t kv_reserve_bytes = 0;
   ExecutionOptions execution;      // micro-batches through the stages; GEMM padding buckets
   ForwardLimits limits;            // tokens per step, sequences sampled per step
@@ -56,8 +60,11 @@ class ModelInstance {
   const Tokenizer& tokenizer() const { return files_.tokenizer(); }
   // The first device's backend (the only one unless the model is split).
   Backend& backend() { return *backends_.front(); }
-  // The devices that hold the model's layers, in pipeline order.
+  // The devices that hold the model's layers, in pipeline order (a stage's ranks in rank order).
   const std::vector<std::unique_ptr<Backend>>& backends() const { return backends_; }
+  int32_t tensor_parallel_size() const { return plan_.tensor_parallel_size; }
+  // What carries the collectives of tensor parallelism (empty without it).
+  std::string collectives() const;
   // Where the layers went, per device: bytes, KV capacity (the plan table's source).
   const PlacementPlan& plan() const { return plan_; }
   // The model's steps: its family's forward over the stages above.
@@ -74,6 +81,7 @@ class ModelInstance {
   std::string path_;
   ModelFiles files_;
   std::vector<std::unique_ptr<Backend>> backends_;
+  std::vector<std::unique_ptr<Communicator>> communicators_;  // after backends_: go first
   PlacementPlan plan_;
   std::unique_ptr<ModelTuning> tuning_;  // after backends_: detaches from them before they go
   DecoderModel* family_ = nullptr;  // owned by runner_

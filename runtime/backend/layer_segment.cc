@@ -17,6 +17,25 @@ absl::Status validate_segments(std::span<const LayerSegment> segments, int32_t n
           str_cat("layer segment ", i, " on ", s.backend->name(), " holds layers ", s.first_layer,
                   "..", s.end_layer() - 1, "; expected a non-empty range starting at ", next));
     }
+    if (s.num_ranks() != segments[0].num_ranks()) {
+      return absl::InvalidArgumentError(str_cat("layer segment ", i, " has ", s.num_ranks(),
+                                                " tensor-parallel ranks; segment 0 has ",
+                                                segments[0].num_ranks()));
+    }
+    if (!s.ranks.empty()) {
+      if (s.ranks[0] != s.backend || s.comms.size() != s.ranks.size()) {
+        return absl::InvalidArgumentError(
+            str_cat("layer segment ", i, ": ranks[0] must be its backend and every rank needs a "
+                    "communicator (", s.ranks.size(), " ranks, ", s.comms.size(), " communicators)"));
+      }
+      for (size_t r = 0; r < s.ranks.size(); ++r) {
+        if (s.ranks[r] == nullptr || s.comms[r] == nullptr || s.comms[r]->rank() != static_cast<int32_t>(r) ||
+            s.comms[r]->size() != s.num_ranks()) {
+          return absl::InvalidArgumentError(str_cat("layer segment ", i, ": rank ", r,
+                                                    " has no backend or a communicator of another rank"));
+        }
+      }
+    }
     next = s.end_layer();
   }
   if (next != num_layers) {

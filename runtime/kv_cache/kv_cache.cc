@@ -59,23 +59,29 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(std::span<const LayerSe
   const DType dtype = segments.front().backend->compute_dtype();
   std::unique_ptr<KvCache> cache(new KvCache(shape, dtype));
   const size_t layer_bytes = shape.bytes_per_layer_block(dtype) * shape.num_blocks;
+  const int32_t ranks = segments.front().num_ranks();
+  cache->layer_base_.assign(static_cast<size_t>(ranks), std::vector<char*>(shape.num_layers));
   for (const LayerSegment& seg : segments) {
-    if (seg.backend->compute_dtype() != dtype) {
-      return absl::InvalidArgumentError(str_cat(
-          "kv cache: ", seg.backend->name(), " computes in ", dtype_name(seg.backend->compute_dtype()),
-          ", the first device in ", dtype_name(dtype)));
+    for (int32_t r = 0; r < ranks; ++r) {
+      Backend& b = seg.rank_backend(r);
+      if (b.compute_dtype() != dtype) {
+        return absl::InvalidArgumentError(str_cat(
+            "kv cache: ", b.name(), " computes in ", dtype_name(b.compute_dtype()),
+            ", the first device in ", dtype_name(dtype)));
+      }
+      const size_t bytes = layer_bytes * seg.num_layers;
+      auto pool = b.allocate(bytes);
+      if (!pool.ok()) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "kv cache: ", shape.num_blocks, " blocks of layers ", seg.first_layer, "..",
+            seg.end_layer() - 1, " need ", bytes, " bytes on ", b.name(), ": ",
+            pool.status().message()));
+      }
+      for (int32_t i = 0; i < seg.num_layers; ++i) {
+        cache->layer_base_[r][seg.first_layer + i] = static_cast<char*>(pool->data()) + i * layer_bytes;
+      }
+      cache->pools_.push_back(*std::move(pool));
     }
-    const size_t bytes = layer_bytes * seg.num_layers;
-    auto pool = seg.backend->allocate(bytes);
-    if (!pool.ok()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "kv cache: ", shape.num_blocks, " blocks of layers ", seg.first_layer, "..",
-          seg.end_layer() - 1, " need ", bytes, " bytes: ", pool.status().message()));
-    }
-    for (int32_t i = 0; i < seg.num_layers; ++i) {
-      cache->layer_base_[seg.first_layer + i] = static_cast<char*>(pool->data()) + i * layer_bytes;
-    }
-    cache->pools_.push_back(*std::move(pool));
   }
   return cache;
 }
@@ -90,13 +96,12 @@ uint64_t next_cache_id() {
 }  // namespace
 
 KvCache::KvCache(KvCacheShape shape, DType dtype)
-    : id_(next_cache_id()), shape_(shape), dtype_(dtype), layer_base_(shape.num_layers),
-      allocator_(shape.num_blocks, shape.block_size) {}
+    : id_(next_cache_id()), shape_(shape), dtype_(dtype), allocator_(shape.num_blocks, shape.block_size) {}
 
-KvLayerView KvCache::layer(int32_t index) const {
+KvLayerView KvCache::layer(int32_t index, int32_t rank) const {
   // A layer's K pool, then its V pool of the same size.
   const size_t k_pool_bytes = shape_.bytes_per_layer_block(dtype_) * shape_.num_blocks / 2;
-  char* base = layer_base_[index];
+  char* base = layer_base_[rank][index];
   const std::initializer_list<int64_t> dims = {shape_.num_blocks, shape_.block_size,
                                                shape_.num_kv_heads, shape_.head_dim};
   return KvLayerView{Tensor(base, dtype_, dims), Tensor(base + k_pool_bytes, dtype_, dims)};

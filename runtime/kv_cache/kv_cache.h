@@ -55,14 +55,17 @@ class KvCache {
  public:
   // One pool on `backend` for every layer.
   static absl::StatusOr<std::unique_ptr<KvCache>> create(Backend& backend, KvCacheShape shape);
-  // One pool per segment, on its backend, for its layers (a model split over devices). Every
-  // pool has the same blocks: a sequence's block table addresses all of its layers.
+  // One pool per segment and rank, on its backend, for its layers (a model split over devices;
+  // `shape` is one rank's: its KV heads). Every pool has the same blocks: a sequence's block table
+  // addresses all of its layers on every rank.
   static absl::StatusOr<std::unique_ptr<KvCache>> create(std::span<const LayerSegment> segments,
                                                          KvCacheShape shape);
 
   const KvCacheShape& shape() const { return shape_; }
   int32_t block_size() const { return shape_.block_size; }
-  KvLayerView layer(int32_t index) const;
+  // Layer `index`'s pools on tensor-parallel rank `rank` (its KV heads; rank 0 without tensor
+  // parallelism).
+  KvLayerView layer(int32_t index, int32_t rank = 0) const;
   BlockAllocator& allocator() { return allocator_; }
   const BlockAllocator& allocator() const { return allocator_; }
   // Unique to this cache among every cache of the process, ever: what recordings that write into
@@ -74,9 +77,10 @@ class KvCache {
   uint64_t id_;
   KvCacheShape shape_;
   DType dtype_;
-  // Per segment: [its layers, 2 (k, v), num_blocks, block_size, n_kv_heads, head_dim].
+  // Per segment and rank: [its layers, 2 (k, v), num_blocks, block_size, n_kv_heads, head_dim].
   std::vector<DeviceBuffer> pools_;
-  std::vector<char*> layer_base_;  // [num_layers]: layer i's K pool, then its V pool
+  // [rank][num_layers]: layer i's K pool, then its V pool, on that rank.
+  std::vector<std::vector<char*>> layer_base_;
   BlockAllocator allocator_;
 };
 

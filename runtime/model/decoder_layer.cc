@@ -5,32 +5,60 @@
 namespace tessera {
 
 absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b,
-                                                const ModelConfig& c, int64_t i) {
-  const int64_t h = c.hidden_size, d = c.head_dim, inter = c.intermediate_size;
-  const int64_t qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * d;
+                                                const ModelConfig& c, int64_t i,
+                                                const TensorParallelShard& shard) {
+  const int64_t h = c.hidden_size, d = c.head_dim;
+  const int64_t q_rows = shard.heads * d, kv_rows = shard.kv_heads * d;
+  const int64_t qkv_rows = q_rows + 2 * kv_rows;
+  const int64_t inter = shard.intermediate;
   auto name = [i](std::string_view suffix) { return layer_weight_name(i, suffix); };
   const bool fused = c.architecture == "phi3";  // qkv_proj and gate_up_proj stored fused
+  const bool split = shard.size > 1;
+  // A rank's rows of a column-parallel weight (all of them on one rank), `offset` rows into a
+  // fused one.
+  auto rows = [split](std::string n, int64_t first, int64_t count, int64_t offset = 0) {
+    return split ? WeightPart{std::move(n), IndexRange{offset + first, count}, {}}
+                 : WeightPart{std::move(n), {}, {}};
+  };
+  // A rank's columns of a row-parallel weight.
+  auto cols = [split, h](std::string n, int64_t first, int64_t count) {
+    return split ? WeightPart{std::move(n), IndexRange{0, h}, IndexRange{first, count}}
+                 : WeightPart{std::move(n), {}, {}};
+  };
+  const int64_t q_first = shard.first_head * d, kv_first = shard.first_kv_head * d;
   DecoderLayer l;
   TESSERA_ASSIGN_OR_RETURN(l.input_layernorm, loader.load(b, {name("input_layernorm.weight")}, {h}));
   if (fused) {
-    TESSERA_ASSIGN_OR_RETURN(l.qkv, loader.load(b, {name("self_attn.qkv_proj.weight")}, {qkv_rows, h}));
+    const std::string qkv = name("self_attn.qkv_proj.weight");
+    if (split) {
+      TESSERA_ASSIGN_OR_RETURN(
+          l.qkv, loader.load_parts(b,
+                                   {rows(qkv, q_first, q_rows), rows(qkv, kv_first, kv_rows, c.num_heads * d),
+                                    rows(qkv, kv_first, kv_rows, (c.num_heads + c.num_kv_heads) * d)},
+                                   {qkv_rows, h}));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(l.qkv, loader.load(b, {qkv}, {qkv_rows, h}));
+    }
   } else {
-    TESSERA_ASSIGN_OR_RETURN(l.qkv, loader.load(b, {name("self_attn.q_proj.weight"),
-                                                    name("self_attn.k_proj.weight"),
-                                                    name("self_attn.v_proj.weight")},
-                                                {qkv_rows, h}));
+    TESSERA_ASSIGN_OR_RETURN(l.qkv, loader.load_parts(b,
+                                                      {rows(name("self_attn.q_proj.weight"), q_first, q_rows),
+                                                       rows(name("self_attn.k_proj.weight"), kv_first, kv_rows),
+                                                       rows(name("self_attn.v_proj.weight"), kv_first, kv_rows)},
+                                                      {qkv_rows, h}));
   }
   if (c.qkv_bias) {
-    TESSERA_ASSIGN_OR_RETURN(l.qkv_bias, loader.load(b, {name("self_attn.q_proj.bias"),
-                                                         name("self_attn.k_proj.bias"),
-                                                         name("self_attn.v_proj.bias")},
-                                                     {qkv_rows}));
+    TESSERA_ASSIGN_OR_RETURN(l.qkv_bias, loader.load_parts(b,
+                                                           {rows(name("self_attn.q_proj.bias"), q_first, q_rows),
+                                                            rows(name("self_attn.k_proj.bias"), kv_first, kv_rows),
+                                                            rows(name("self_attn.v_proj.bias"), kv_first, kv_rows)},
+                                                           {qkv_rows}));
   }
   if (c.qk_norm) {
     TESSERA_ASSIGN_OR_RETURN(l.q_norm, loader.load(b, {name("self_attn.q_norm.weight")}, {d}));
     TESSERA_ASSIGN_OR_RETURN(l.k_norm, loader.load(b, {name("self_attn.k_norm.weight")}, {d}));
   }
-  TESSERA_ASSIGN_OR_RETURN(l.o, loader.load(b, {name("self_attn.o_proj.weight")}, {h, c.num_heads * d}));
+  TESSERA_ASSIGN_OR_RETURN(l.o, loader.load_parts(b, {cols(name("self_attn.o_proj.weight"), q_first, q_rows)},
+                                                  {h, q_rows}));
   TESSERA_ASSIGN_OR_RETURN(l.post_attention_layernorm,
                            loader.load(b, {name("post_attention_layernorm.weight")}, {h}));
   if (c.sandwich_norms) {
@@ -39,23 +67,34 @@ absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b
     TESSERA_ASSIGN_OR_RETURN(l.post_feedforward_layernorm,
                              loader.load(b, {name("post_feedforward_layernorm.weight")}, {h}));
   }
+  const int64_t i_first = shard.first_intermediate;
   if (fused) {
-    TESSERA_ASSIGN_OR_RETURN(l.gate_up, loader.load(b, {name("mlp.gate_up_proj.weight")}, {2 * inter, h}));
+    const std::string gate_up = name("mlp.gate_up_proj.weight");
+    if (split) {
+      TESSERA_ASSIGN_OR_RETURN(l.gate_up, loader.load_parts(b,
+                                                            {rows(gate_up, i_first, inter),
+                                                             rows(gate_up, i_first, inter, c.intermediate_size)},
+                                                            {2 * inter, h}));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(l.gate_up, loader.load(b, {gate_up}, {2 * inter, h}));
+    }
   } else {
-    TESSERA_ASSIGN_OR_RETURN(l.gate_up, loader.load(b, {name("mlp.gate_proj.weight"),
-                                                        name("mlp.up_proj.weight")},
-                                                    {2 * inter, h}));
+    TESSERA_ASSIGN_OR_RETURN(l.gate_up, loader.load_parts(b,
+                                                          {rows(name("mlp.gate_proj.weight"), i_first, inter),
+                                                           rows(name("mlp.up_proj.weight"), i_first, inter)},
+                                                          {2 * inter, h}));
   }
-  TESSERA_ASSIGN_OR_RETURN(l.down, loader.load(b, {name("mlp.down_proj.weight")}, {h, inter}));
+  TESSERA_ASSIGN_OR_RETURN(l.down, loader.load_parts(b, {cols(name("mlp.down_proj.weight"), i_first, inter)},
+                                                     {h, inter}));
   return l;
 }
 
-int64_t decoder_layer_elements(const ModelConfig& c) {
+int64_t decoder_layer_elements(const ModelConfig& c, const TensorParallelShard& shard) {
   const int64_t h = c.hidden_size, d = c.head_dim;
-  const int64_t qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * d;
+  const int64_t qkv_rows = (shard.heads + 2 * shard.kv_heads) * d;
   const int64_t norms = (c.sandwich_norms ? 4 : 2) * h + (c.qk_norm ? 2 * d : 0);
-  return norms + qkv_rows * h + (c.qkv_bias ? qkv_rows : 0) + h * c.num_heads * d +
-         3 * c.intermediate_size * h;
+  return norms + qkv_rows * h + (c.qkv_bias ? qkv_rows : 0) + h * shard.heads * d +
+         3 * shard.intermediate * h;
 }
 
 }  // namespace tessera

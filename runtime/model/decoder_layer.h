@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
+#include "runtime/model/tensor_parallel.h"
 #include "runtime/model/weight_loader.h"
 #include "runtime/model_io/model_config.h"
 
@@ -16,6 +17,7 @@ namespace tessera {
 
 struct DecoderLayer {
   Tensor input_layernorm;             // [hidden]
+  // Shapes of one rank: n_heads, n_kv_heads and intermediate are the rank's share.
   Tensor qkv;                         // [(n_heads + 2 * n_kv_heads) * head_dim, hidden]
   Tensor qkv_bias;                    // [qkv_width] (qkv_bias)
   Tensor q_norm, k_norm;              // [head_dim] each (qk_norm)
@@ -27,11 +29,13 @@ struct DecoderLayer {
   Tensor down;                        // [hidden, intermediate]
 };
 
-// Loads layer `i` of `config`'s family onto `backend`.
+// Loads `shard`'s part of layer `i` of `config`'s family onto `backend` (all of it when the shard
+// is the only rank); the norms are whole on every rank.
 absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& backend,
-                                                const ModelConfig& config, int64_t i);
+                                                const ModelConfig& config, int64_t i,
+                                                const TensorParallelShard& shard);
 
-// Elements of one layer's weights, as load_decoder_layer() stores them.
-int64_t decoder_layer_elements(const ModelConfig& config);
+// Elements of `shard`'s part of one layer's weights, as load_decoder_layer() stores them.
+int64_t decoder_layer_elements(const ModelConfig& config, const TensorParallelShard& shard);
 
 }  // namespace tessera

@@ -14,8 +14,9 @@ namespace tessera {
 // --- the shared layers ---------------------------------------------------------------------
 
 StageRun::StageRun(const DecoderModel& model, const StagePass& pass)
-    : model_(model), pass_(pass), b_(*pass.segment.backend) {
-  const DecoderModel::Activations& a = model.stages_[pass.stage].act;
+    : model_(model), pass_(pass), b_(pass.segment.rank_backend(pass.rank)),
+      comm_(pass.segment.comm(pass.rank)) {
+  const DecoderModel::Activations& a = model.stages_[pass.stage][pass.rank].act;
   const PassRows& rows = pass.tokens;
   x_ = rows.of(pass.residual);
   normed_ = rows.of(a.normed);
@@ -48,11 +49,11 @@ void StageRun::norm(const Tensor& y, const Tensor& w, const Tensor& out) {
 
 void StageRun::attention(const DecoderLayer& l, int32_t i) {
   const ModelConfig& c = model_.config_;
-  const DecoderModel::Stage& stage = model_.stages_[pass_.stage];
+  const DecoderModel::Stage& stage = model_.stages_[pass_.stage][pass_.rank];
   const DecoderModel::Activations& a = stage.act;
   const PassRows& rows = pass_.tokens;
   const AttentionShape shape = model_.attention_shape();
-  const KvLayerView kv = pass_.cache.layer(i);
+  const KvLayerView kv = pass_.cache.layer(i, pass_.rank);
   const bool sliding = c.is_sliding(i);
   QkvPrologue prologue;
   prologue.bias = l.qkv_bias.data != nullptr ? &l.qkv_bias : nullptr;
@@ -63,14 +64,16 @@ void StageRun::attention(const DecoderLayer& l, int32_t i) {
   b_.rope_and_cache(qkv_, sliding ? stage.inv_freq_sliding : stage.inv_freq, shape, prologue, kv);
   b_.attention(qkv_, kv, shape, model_.attention_spec(i), attn_);
   b_.linear(rows.gemm_of(a.attn), l.o, rows.gemm_of(a.proj));
+  if (comm_ != nullptr) comm_->all_reduce_sum(proj_);  // each rank's heads' share of o
 }
 
 void StageRun::mlp(const DecoderLayer& l) {
-  const DecoderModel::Activations& a = model_.stages_[pass_.stage].act;
+  const DecoderModel::Activations& a = model_.stages_[pass_.stage][pass_.rank].act;
   const PassRows& rows = pass_.tokens;
   b_.linear(rows.gemm_of(a.normed), l.gate_up, rows.gemm_of(a.gate_up));
   b_.gated_activation(gate_up_, model_.config_.activation, act_);
   b_.linear(rows.gemm_of(a.act), l.down, rows.gemm_of(a.proj));
+  if (comm_ != nullptr) comm_->all_reduce_sum(proj_);  // each rank's features' share of down
 }
 
 // --- the model -----------------------------------------------------------------------------
@@ -91,6 +94,7 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::load(const WeightSou
   const ModelConfig& config = weights.config();
   TESSERA_RETURN_IF_ERROR(config.validate());
   TESSERA_RETURN_IF_ERROR(validate_segments(segments, static_cast<int32_t>(config.num_layers)));
+  TESSERA_RETURN_IF_ERROR(check_tensor_parallel(config, segments.front().num_ranks()));
   std::unique_ptr<DecoderModel> model;
   const std::string& family = config.architecture;
   if (family == "gemma2" || family == "gemma3") {
@@ -107,38 +111,42 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::load(const WeightSou
   return model;
 }
 
-ModelFootprint DecoderModel::footprint(const ModelConfig& c, DType dtype) {
+ModelFootprint DecoderModel::footprint(const ModelConfig& c, DType dtype, int32_t ranks) {
+  const TensorParallelShard shard = tensor_parallel_shard(c, 0, ranks);
   const uint64_t es = element_size(dtype);
   ModelFootprint f;
-  f.embedding_bytes = static_cast<uint64_t>(c.vocab_size * c.hidden_size) * es;
+  f.embedding_bytes = static_cast<uint64_t>(shard.vocab_rows * c.hidden_size) * es;
   f.layer_bytes.assign(static_cast<size_t>(c.num_layers),
-                       static_cast<uint64_t>(decoder_layer_elements(c)) * es);
+                       static_cast<uint64_t>(decoder_layer_elements(c, shard)) * es);
   f.final_norm_bytes = static_cast<uint64_t>(c.hidden_size) * es;
   f.tied_embeddings = c.tie_word_embeddings;
   f.lm_head_bytes = c.tie_word_embeddings ? 0 : f.embedding_bytes;
-  f.kv_bytes_per_token_per_layer = kv_bytes_per_token_per_layer(c.num_kv_heads, c.head_dim, dtype);
+  f.kv_bytes_per_token_per_layer = kv_bytes_per_token_per_layer(shard.kv_heads, c.head_dim, dtype);
   return f;
 }
 
-ActivationCost DecoderModel::activation_cost(const ModelConfig& c, DType dtype) {
-  const int64_t qkv = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  // normed, proj, (sandwich); qkv; attn; gate_up; act; and last -- as allocate_activations() sizes
-  // them.
+ActivationCost DecoderModel::activation_cost(const ModelConfig& c, DType dtype, int32_t ranks) {
+  const TensorParallelShard s = tensor_parallel_shard(c, 0, ranks);
+  const int64_t qkv = (s.heads + 2 * s.kv_heads) * c.head_dim;
+  // normed, proj, (sandwich); qkv; attn; gate_up; act; and last (and a rank's logit columns) --
+  // as allocate_activations() sizes them.
   const int64_t per_token = (c.sandwich_norms ? 3 : 2) * c.hidden_size + qkv +
-                            c.num_heads * c.head_dim + 3 * c.intermediate_size;
-  return ActivationCost{.per_token = static_cast<uint64_t>(per_token) * element_size(dtype),
-                        .per_logit_row = static_cast<uint64_t>(c.hidden_size) * element_size(dtype)};
+                            s.heads * c.head_dim + 3 * s.intermediate;
+  const uint64_t rank_logits = ranks > 1 ? static_cast<uint64_t>(s.vocab_rows) * sizeof(float) : 0;
+  return ActivationCost{
+      .per_token = static_cast<uint64_t>(per_token) * element_size(dtype),
+      .per_logit_row = static_cast<uint64_t>(c.hidden_size) * element_size(dtype) + rank_logits};
 }
 
 AttentionShape DecoderModel::attention_shape() const {
-  return AttentionShape{static_cast<int32_t>(config_.num_heads),
-                        static_cast<int32_t>(config_.num_kv_heads),
+  const TensorParallelShard& s = shards_.front();
+  return AttentionShape{static_cast<int32_t>(s.heads), static_cast<int32_t>(s.kv_heads),
                         static_cast<int32_t>(config_.head_dim), config_.rope_style};
 }
 
 KvCacheShape DecoderModel::kv_cache_shape(int32_t num_blocks, int32_t block_size) const {
   return KvCacheShape{static_cast<int32_t>(config_.num_layers), num_blocks, block_size,
-                      static_cast<int32_t>(config_.num_kv_heads),
+                      static_cast<int32_t>(shards_.front().kv_heads),
                       static_cast<int32_t>(config_.head_dim)};
 }
 
@@ -150,29 +158,49 @@ AttentionSpec DecoderModel::attention_spec(int32_t layer) const {
 
 absl::Status DecoderModel::load_weights(const WeightSource& weights,
                                         const std::vector<LayerSegment>& segments) {
-  const ModelConfig& c = config_;
-  const int64_t h = c.hidden_size;
-  Backend& first = *segments.front().backend;
-  Backend& last = *segments.back().backend;
+  const int32_t ranks = segments.front().num_ranks();
+  for (int32_t r = 0; r < ranks; ++r) shards_.push_back(tensor_parallel_shard(config_, r, ranks));
+  ranks_.resize(static_cast<size_t>(ranks));
+  stages_.assign(segments.size(), std::vector<Stage>(static_cast<size_t>(ranks)));
   WeightLoader loader(weights, arena_);
+  for (int32_t r = 0; r < ranks; ++r) TESSERA_RETURN_IF_ERROR(load_rank(loader, segments, r));
+  weight_bytes_ = loader.bytes_loaded();
+  return absl::OkStatus();
+}
 
-  TESSERA_ASSIGN_OR_RETURN(embed_, loader.load(first, {"model.embed_tokens.weight"}, {c.vocab_size, h}));
-  TESSERA_ASSIGN_OR_RETURN(final_norm_, loader.load(last, {"model.norm.weight"}, {h}));
+absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<LayerSegment>& segments,
+                                     int32_t rank) {
+  const ModelConfig& c = config_;
+  const TensorParallelShard& shard = shards_[rank];
+  const int64_t h = c.hidden_size;
+  Backend& first = segments.front().rank_backend(rank);
+  Backend& last = segments.back().rank_backend(rank);
+  RankWeights& w = ranks_[rank];
+  // The rank's rows of the vocabulary (all of them on one rank); the last rank's padding rows
+  // past the vocabulary are zeros.
+  auto vocab_rows = [&](Backend& b, std::string name) -> absl::StatusOr<Tensor> {
+    if (shard.size == 1) return loader.load(b, {name}, {c.vocab_size, h});
+    return loader.load_parts(b, {WeightPart{std::move(name), IndexRange{shard.first_vocab, shard.vocab_real}, {}}},
+                             {shard.vocab_rows, h}, /*zero_rest=*/true);
+  };
+  TESSERA_ASSIGN_OR_RETURN(w.embed, vocab_rows(first, "model.embed_tokens.weight"));
+  TESSERA_ASSIGN_OR_RETURN(w.final_norm, loader.load(last, {"model.norm.weight"}, {h}));
   if (c.tie_word_embeddings && &first == &last) {
-    lm_head_ = embed_;
+    w.lm_head = w.embed;
   } else {
     // Untied, or tied with the head on another device than the embeddings: that device holds
     // its own copy of the (shared) matrix.
-    const std::string_view name = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-    TESSERA_ASSIGN_OR_RETURN(lm_head_, loader.load(last, {name}, {c.vocab_size, h}));
+    TESSERA_ASSIGN_OR_RETURN(w.lm_head, vocab_rows(last, c.tie_word_embeddings ? "model.embed_tokens.weight"
+                                                                                : "lm_head.weight"));
   }
-  layers_.resize(c.num_layers);
-  for (const LayerSegment& seg : segments) {
-    Backend& b = *seg.backend;
+  w.layers.resize(c.num_layers);
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const LayerSegment& seg = segments[s];
+    Backend& b = seg.rank_backend(rank);
     for (int64_t i = seg.first_layer; i < seg.end_layer(); ++i) {
-      TESSERA_ASSIGN_OR_RETURN(layers_[i], load_decoder_layer(loader, b, c, i));
+      TESSERA_ASSIGN_OR_RETURN(w.layers[i], load_decoder_layer(loader, b, c, i, shard));
     }
-    Stage stage;
+    Stage& stage = stages_[s][rank];
     const std::vector<float> inv_freq = rope_inv_freq(c);
     TESSERA_ASSIGN_OR_RETURN(stage.inv_freq,
                              arena_.allocate(b, DType::kF32, {static_cast<int64_t>(inv_freq.size())}));
@@ -184,51 +212,66 @@ absl::Status DecoderModel::load_weights(const WeightSource& weights,
                                arena_.allocate(b, DType::kF32, {static_cast<int64_t>(local.size())}));
       b.upload_f32(local, stage.inv_freq_sliding);
     }
-    stages_.push_back(stage);
   }
-  weight_bytes_ = loader.bytes_loaded();
   return absl::OkStatus();
 }
 
 absl::Status DecoderModel::allocate_activations(int32_t stage, const LayerSegment& segment,
                                                 int64_t rows, int64_t logit_rows, bool last) {
   const ModelConfig& c = config_;
-  Backend& b = *segment.backend;
-  Activations& act = stages_[stage].act;
-  const DType dt = b.compute_dtype();
-  TESSERA_ASSIGN_OR_RETURN(act.normed, arena_.allocate(b, dt, {rows, c.hidden_size}));
-  TESSERA_ASSIGN_OR_RETURN(act.qkv, arena_.allocate(b, dt, {rows, attention_shape().qkv_width()}));
-  TESSERA_ASSIGN_OR_RETURN(act.attn, arena_.allocate(b, dt, {rows, c.num_heads * c.head_dim}));
-  TESSERA_ASSIGN_OR_RETURN(act.proj, arena_.allocate(b, dt, {rows, c.hidden_size}));
-  TESSERA_ASSIGN_OR_RETURN(act.gate_up, arena_.allocate(b, dt, {rows, 2 * c.intermediate_size}));
-  TESSERA_ASSIGN_OR_RETURN(act.act, arena_.allocate(b, dt, {rows, c.intermediate_size}));
-  if (c.sandwich_norms) {
-    TESSERA_ASSIGN_OR_RETURN(act.sandwich, arena_.allocate(b, dt, {rows, c.hidden_size}));
+  for (int32_t r = 0; r < segment.num_ranks(); ++r) {
+    const TensorParallelShard& s = shards_[r];
+    Backend& b = segment.rank_backend(r);
+    Activations& act = stages_[stage][r].act;
+    const DType dt = b.compute_dtype();
+    TESSERA_ASSIGN_OR_RETURN(act.normed, arena_.allocate(b, dt, {rows, c.hidden_size}));
+    TESSERA_ASSIGN_OR_RETURN(act.qkv, arena_.allocate(b, dt, {rows, attention_shape().qkv_width()}));
+    TESSERA_ASSIGN_OR_RETURN(act.attn, arena_.allocate(b, dt, {rows, s.heads * c.head_dim}));
+    TESSERA_ASSIGN_OR_RETURN(act.proj, arena_.allocate(b, dt, {rows, c.hidden_size}));
+    TESSERA_ASSIGN_OR_RETURN(act.gate_up, arena_.allocate(b, dt, {rows, 2 * s.intermediate}));
+    TESSERA_ASSIGN_OR_RETURN(act.act, arena_.allocate(b, dt, {rows, s.intermediate}));
+    if (c.sandwich_norms) {
+      TESSERA_ASSIGN_OR_RETURN(act.sandwich, arena_.allocate(b, dt, {rows, c.hidden_size}));
+    }
+    if (!last) continue;
+    TESSERA_ASSIGN_OR_RETURN(act.last, arena_.allocate(b, dt, {logit_rows, c.hidden_size}));
+    if (segment.num_ranks() > 1) {
+      TESSERA_ASSIGN_OR_RETURN(act.logits, arena_.allocate(b, DType::kF32, {logit_rows, s.vocab_rows}));
+    }
   }
-  if (!last) return absl::OkStatus();
-  TESSERA_ASSIGN_OR_RETURN(act.last, arena_.allocate(b, dt, {logit_rows, c.hidden_size}));
   return absl::OkStatus();
 }
 
 void DecoderModel::run_stage(const StagePass& p) {
-  Backend& b = *p.segment.backend;
+  Backend& b = p.segment.rank_backend(p.rank);
+  Communicator* comm = p.segment.comm(p.rank);
+  const RankWeights& w = ranks_[p.rank];
   StageRun run(*this, p);
-  if (p.first_stage) b.embedding(embed_, config_.embedding_scale, run.x_);
+  if (p.first_stage) {
+    b.embedding(w.embed, shards_[p.rank].first_vocab, config_.embedding_scale, run.x_);
+    if (comm != nullptr) comm->all_reduce_sum(run.x_);  // each token's row from the rank holding it
+  }
   for (int32_t i = p.segment.first_layer; i < p.segment.end_layer(); ++i) {
-    run_layer(run, layers_[i], i);
+    run_layer(run, w.layers[i], i);
   }
   if (!p.last_stage) {
     // Complete the residual stream before it travels: the backends' only residual add is the
     // fused one, whose normalized output is not needed here.
-    run.norm_input(layers_[p.segment.end_layer() - 1].input_layernorm);
+    run.norm_input(w.layers[p.segment.end_layer() - 1].input_layernorm);
     return;
   }
   if (p.logits.count == 0) return;
-  run.norm_input(final_norm_);
-  const Tensor& last = stages_[p.stage].act.last;
-  b.gather_logit_rows(run.normed_, p.logits.of(last));
-  b.linear(p.logits.gemm_of(last), lm_head_, p.logits.gemm_of(p.logit_out));
-  if (config_.final_logit_softcap > 0.0f) b.soft_cap(p.logits.of(p.logit_out), config_.final_logit_softcap);
+  run.norm_input(w.final_norm);
+  const Activations& act = stages_[p.stage][p.rank].act;
+  b.gather_logit_rows(run.normed_, p.logits.of(act.last));
+  // One rank writes the logits; several write their columns, gathered onto rank 0's.
+  const Tensor& out = comm == nullptr ? p.logit_out : act.logits;
+  b.linear(p.logits.gemm_of(act.last), w.lm_head, p.logits.gemm_of(out));
+  if (config_.final_logit_softcap > 0.0f) b.soft_cap(p.logits.of(out), config_.final_logit_softcap);
+  if (comm != nullptr) {
+    comm->gather_columns(p.logits.of(act.logits),
+                         p.logit_out.data != nullptr ? p.logits.of(p.logit_out) : Tensor{});
+  }
 }
 
 }  // namespace tessera

@@ -13,6 +13,7 @@
 #include "runtime/backend/layer_segment.h"
 #include "runtime/kv_cache/kv_cache.h"
 #include "runtime/model/decoder_layer.h"
+#include "runtime/model/tensor_parallel.h"
 #include "runtime/model_io/weight_source.h"
 #include "runtime/placement/placement_planner.h"
 #include "runtime/runner/stage_model.h"
@@ -51,7 +52,8 @@ class StageRun {
 
   const DecoderModel& model_;
   const StagePass& pass_;
-  Backend& b_;
+  Backend& b_;             // the pass's rank's
+  Communicator* comm_;     // its tensor-parallel group's; null for one rank
   Tensor x_, normed_, qkv_, attn_, proj_, gate_up_, act_, sandwich_;  // [rows, ...] of this pass
   Tensor pending_;  // empty: nothing to add
 };
@@ -60,16 +62,21 @@ class DecoderModel : public StageModel {
  public:
   // Loads the family `weights.config().architecture` names, every weight onto the backend of the
   // segment that holds it: the embeddings on the first, the final norm and lm_head on the last
-  // (a copy of the embeddings there when they are tied and the devices differ). An architecture
-  // with no forward here is refused with the list of those that have one.
+  // (a copy of the embeddings there when they are tied and the devices differ). With several
+  // tensor-parallel ranks each rank's backend takes its shard (tensor_parallel.h). An
+  // architecture with no forward here is refused with the list of those that have one; a rank
+  // count that does not split the model, with the numbers.
   static absl::StatusOr<std::unique_ptr<DecoderModel>> load(const WeightSource& weights,
                                                             std::vector<LayerSegment> segments);
 
-  // What load() and allocate_activations() place, in `dtype`, for the placement planner.
-  static ModelFootprint footprint(const ModelConfig& config, DType dtype);
-  static ActivationCost activation_cost(const ModelConfig& config, DType dtype);
+  // What load() and allocate_activations() place on each of `ranks` tensor-parallel ranks, in
+  // `dtype`, for the placement planner.
+  static ModelFootprint footprint(const ModelConfig& config, DType dtype, int32_t ranks = 1);
+  static ActivationCost activation_cost(const ModelConfig& config, DType dtype, int32_t ranks = 1);
 
   const ModelConfig& config() const { return config_; }
+  int32_t num_ranks() const { return static_cast<int32_t>(shards_.size()); }
+  // One rank's attention heads and KV cache (all ranks alike).
   AttentionShape attention_shape() const;
   KvCacheShape kv_cache_shape(int32_t num_blocks, int32_t block_size) const;
   size_t weight_bytes() const { return weight_bytes_; }
@@ -98,25 +105,35 @@ class DecoderModel : public StageModel {
     Tensor act;       // [rows, intermediate]
     Tensor sandwich;  // [rows, hidden]   sandwich-normed outputs (sandwich_norms only)
     Tensor last;      // [logit rows, hidden] lm_head's input, on the last stage
+    Tensor logits;    // [logit rows, vocab rows] fp32: the rank's columns (several ranks only)
   };
+  // One rank's share of one stage.
   struct Stage {
     Tensor inv_freq;          // [head_dim / 2] fp32, full-attention layers
     Tensor inv_freq_sliding;  // [head_dim / 2] fp32, sliding layers (== inv_freq unless Gemma 3)
     Activations act;
   };
+  // One rank's weights (the whole model's on one rank). Shapes as on one rank, the vocabulary
+  // dimension being the rank's vocab_rows.
+  struct RankWeights {
+    Tensor embed;       // [vocab, hidden], on the first stage
+    Tensor final_norm;  // [hidden], on the last stage
+    Tensor lm_head;     // [vocab, hidden], on the last stage; the embedding (or its copy) when tied
+    std::vector<DecoderLayer> layers;
+  };
 
   absl::Status load_weights(const WeightSource& weights, const std::vector<LayerSegment>& segments);
+  absl::Status load_rank(WeightLoader& loader, const std::vector<LayerSegment>& segments,
+                         int32_t rank);
   AttentionSpec attention_spec(int32_t layer) const;
 
   ModelConfig config_;
   float attention_scale_;  // head_dim^-1/2 (or query_pre_attn_scalar^-1/2), times yarn's factor^2
   TensorArena arena_;      // owns every tensor below
   size_t weight_bytes_ = 0;
-  Tensor embed_;       // [vocab, hidden], on the first stage
-  Tensor final_norm_;  // [hidden], on the last stage
-  Tensor lm_head_;     // [vocab, hidden], on the last stage; the embedding (or its copy) when tied
-  std::vector<DecoderLayer> layers_;
-  std::vector<Stage> stages_;
+  std::vector<TensorParallelShard> shards_;  // [rank]
+  std::vector<RankWeights> ranks_;           // [rank]
+  std::vector<std::vector<Stage>> stages_;   // [stage][rank]
 };
 
 }  // namespace tessera

@@ -1,5 +1,7 @@
 #include "runtime/model/weight_loader.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
@@ -35,6 +37,59 @@ absl::StatusOr<Tensor> WeightLoader::load(Backend& backend,
   if (row != t.dim(0)) {
     return absl::InvalidArgumentError(absl::StrCat(weights_.path(), ": fused weight ",
                                                    std::string(*names.begin()), "... has ", row,
+                                                   " rows, expected ", t.dim(0)));
+  }
+  bytes_loaded_ += t.nbytes();
+  return t;
+}
+
+absl::StatusOr<Tensor> WeightLoader::load_parts(Backend& backend,
+                                                std::initializer_list<WeightPart> parts,
+                                                std::initializer_list<int64_t> dims,
+                                                bool zero_rest) {
+  TESSERA_ASSIGN_OR_RETURN(Tensor t, arena_.allocate(backend, backend.compute_dtype(), dims));
+  const bool matrix = t.rank == 2;
+  int64_t row = 0;
+  for (const WeightPart& part : parts) {
+    if (part.whole()) {
+      // The stored tensor as it is: its own rows.
+      auto raw = weights_.raw(part.name);
+      if (!raw.ok()) return raw.status();
+      const int64_t rows = raw->info.shape.empty() ? 0 : raw->info.shape[0];
+      if (row + rows > t.dim(0)) {
+        return absl::InvalidArgumentError(absl::StrCat(weights_.path(), ": tensor ", part.name,
+                                                       " has ", rows, " rows; the weight has room for ",
+                                                       t.dim(0) - row));
+      }
+      TESSERA_RETURN_IF_ERROR(backend.load_weight(weights_, part.name, t.rows(row, rows)));
+      row += rows;
+      continue;
+    }
+    IndexRange rows = part.rows;
+    IndexRange cols = part.cols;
+    auto raw = weights_.raw(part.name);
+    if (!raw.ok()) return raw.status();
+    const std::vector<int64_t>& shape = raw->info.shape;
+    if (rows.count == 0 && !shape.empty()) rows = IndexRange{0, shape[0]};
+    if (matrix && cols.count == 0 && shape.size() == 2) cols = IndexRange{0, shape[1]};
+    if (row + rows.count > t.dim(0)) {
+      return absl::InvalidArgumentError(absl::StrCat(weights_.path(), ": ", rows.count, " rows of tensor ",
+                                                     part.name, " do not fit the ", t.dim(0) - row,
+                                                     " rows left of the weight"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<WeightSlice> slice,
+                             WeightSlice::create(weights_, part.name, rows, cols));
+    TESSERA_RETURN_IF_ERROR(backend.load_weight(*slice, part.name, t.rows(row, rows.count)));
+    row += rows.count;
+  }
+  if (row < t.dim(0) && zero_rest) {
+    const Tensor rest = t.rows(row, t.dim(0) - row);
+    backend.upload_f32(std::vector<float>(static_cast<size_t>(rest.numel()), 0.0f), rest);
+    row = t.dim(0);
+  }
+  if (row != t.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(weights_.path(), ": weight ",
+                                                   parts.begin()->name, "... has ", row,
                                                    " rows, expected ", t.dim(0)));
   }
   bytes_loaded_ += t.nbytes();

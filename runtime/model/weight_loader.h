@@ -1,6 +1,7 @@
 // Loads a family's weights onto the backends that hold them, converting to each backend's compute
 // dtype: one stored tensor, or several stacked along the first dimension into one (a fused
-// weight: q/k/v, gate/up).
+// weight: q/k/v, gate/up), each whole or a slice of it (a tensor-parallel rank's rows or columns,
+// runtime/model_io/weight_slice.h).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
+#include "runtime/model_io/weight_slice.h"
 #include "runtime/model_io/weight_source.h"
 #include "runtime/runner/tensor_arena.h"
 
@@ -17,6 +19,15 @@ namespace tessera {
 
 // "model.layers.<i>.<suffix>": the HF name of a decoder layer's tensor.
 std::string layer_weight_name(int64_t layer, std::string_view suffix);
+
+// A stored tensor's share of a loaded weight: all of it, or its rows `rows` (a count of 0: every
+// row) and columns `cols` (0: every column).
+struct WeightPart {
+  std::string name;
+  IndexRange rows;
+  IndexRange cols;
+  bool whole() const { return rows.count == 0 && cols.count == 0; }
+};
 
 class WeightLoader {
  public:
@@ -27,6 +38,11 @@ class WeightLoader {
   // part takes its stored rows (q and k/v differ), and together they must fill `dims`.
   absl::StatusOr<Tensor> load(Backend& backend, std::initializer_list<std::string_view> names,
                               std::initializer_list<int64_t> dims);
+  // `parts` stacked the same way; a sliced part takes its range's rows. With `zero_rest` the parts
+  // may fill fewer rows than `dims` says, and the rows after them are zeros (the padding of the
+  // last rank's vocabulary slice).
+  absl::StatusOr<Tensor> load_parts(Backend& backend, std::initializer_list<WeightPart> parts,
+                                    std::initializer_list<int64_t> dims, bool zero_rest = false);
   // Bytes of every tensor load() has placed.
   size_t bytes_loaded() const { return bytes_loaded_; }
 

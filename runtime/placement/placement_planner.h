@@ -61,6 +61,9 @@ struct PlacementOptions {
 struct DevicePlacement {
   int32_t device = 0;
   std::string name;
+  // Tensor parallelism: the devices of this stage, in rank order (device is the first); every
+  // byte figure below is one rank's. Empty without it.
+  std::vector<int32_t> ranks;
   int32_t first_layer = -1;  // inclusive range of decoder layers; both -1 when it holds none
   int32_t last_layer = -1;
   bool embeddings = false;           // model.embed_tokens
@@ -77,8 +80,9 @@ struct DevicePlacement {
 
 struct PlacementPlan {
   DeviceMapStrategy strategy = DeviceMapStrategy::kAuto;  // as requested
+  int32_t tensor_parallel_size = 1;  // ranks per stage (each `devices` entry a stage of them)
   std::vector<DevicePlacement> devices;                   // every device, in pipeline order
-  uint64_t weight_bytes = 0;       // over all devices (a tied copy counted twice)
+  uint64_t weight_bytes = 0;       // over all devices and ranks (a tied copy counted twice)
   int64_t kv_capacity_tokens = 0;  // the smallest over the devices that hold layers
 
   // The device holding decoder layer `layer` (embeddings: layer 0; head: the last layer), or -1

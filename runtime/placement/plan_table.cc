@@ -39,8 +39,10 @@ std::string format_plan_table(const PlacementPlan& plan) {
   for (const DevicePlacement& d : plan.devices) {
     const bool holds = d.num_layers() > 0;
     used += holds ? 1 : 0;
+    std::string device = fmt::format("{}", d.device);
+    for (size_t r = 1; r < d.ranks.size(); ++r) device += fmt::format(",{}", d.ranks[r]);
     rows.push_back({
-        fmt::format("{}", d.device),
+        device,
         d.name.empty() ? "-" : d.name,
         holds ? fmt::format("{}-{}", d.first_layer, d.last_layer) : "-",
         modules_text(d),
@@ -66,9 +68,15 @@ std::string format_plan_table(const PlacementPlan& plan) {
     out += line;
     out += '\n';
   }
-  out += fmt::format("device_map={}: weights {} on {} of {} devices, KV capacity {} tokens\n",
+  if (plan.tensor_parallel_size > 1) {
+    out += fmt::format("tensor_parallel_size={}: each row is a stage of that many devices; its "
+                       "weights, allowed, kv cache and kv tokens are per device\n",
+                       plan.tensor_parallel_size);
+  }
+  out += fmt::format("device_map={}: weights {} on {} of {} {}, KV capacity {} tokens\n",
                      device_map_strategy_name(plan.strategy), format_memory_size(plan.weight_bytes),
-                     used, plan.devices.size(), plan.kv_capacity_tokens);
+                     used, plan.devices.size(), plan.tensor_parallel_size > 1 ? "stages" : "devices",
+                     plan.kv_capacity_tokens);
   return out;
 }
 

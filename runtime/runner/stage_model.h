@@ -24,18 +24,20 @@ struct PassRows {
   Tensor gemm_of(const Tensor& t) const { return t.rows(first, gemm); }
 };
 
-// One stage's share of one pass.
+// One stage's share of one pass, on one of its tensor-parallel ranks (each rank runs its own pass,
+// concurrently with the others, on segment.rank_backend(rank)).
 struct StagePass {
   int32_t stage = 0;
-  const LayerSegment& segment;  // its backend and layers
+  int32_t rank = 0;
+  const LayerSegment& segment;  // its backends and layers
   bool first_stage = false;     // embeds the tokens
   bool last_stage = false;      // runs the final norm and lm_head
   const KvCache& cache;
   PassRows tokens;
   PassRows logits;   // last stage: the rows lm_head runs for (count 0: none this pass)
-  Tensor residual;   // [rows, hidden] the stage's residual stream, all rows (the pass's are
-                     // tokens.of(residual)); a later stage receives it complete
-  Tensor logit_out;  // last stage: [logit rows, vocab] fp32, all rows
+  Tensor residual;   // [rows, hidden] the rank's residual stream, all rows (the pass's are
+                     // tokens.of(residual)); the same rank of a later stage receives it complete
+  Tensor logit_out;  // last stage, rank 0: [logit rows, vocab] fp32, all rows (empty elsewhere)
 };
 
 class StageModel {
@@ -44,12 +46,13 @@ class StageModel {
   virtual int32_t num_layers() const = 0;
   virtual int64_t hidden_size() const = 0;  // the residual stream's width
   virtual int64_t vocab_size() const = 0;
-  // Allocates the family's activations for stage `stage` (on `segment`'s backend): `rows` token
-  // rows, and on the last stage `logit_rows` rows of lm_head input.
+  // Allocates the family's activations for stage `stage` (on each of `segment`'s ranks): `rows`
+  // token rows, and on the last stage `logit_rows` rows of lm_head input.
   virtual absl::Status allocate_activations(int32_t stage, const LayerSegment& segment, int64_t rows,
                                             int64_t logit_rows, bool last) = 0;
-  // Queues the stage's work for one pass on its backend, after the runner made the pass's batch
-  // current (Backend::begin_step) and, past the first stage, brought the residual stream over.
+  // Queues the stage's work for one pass on its rank's backend, after the runner made the pass's
+  // batch current there (Backend::begin_step) and, past the first stage, brought the residual
+  // stream over. Called for every rank of a stage concurrently, each from its own thread.
   virtual void run_stage(const StagePass& pass) = 0;
 };
 

@@ -49,13 +49,18 @@ absl::StatusOr<std::unique_ptr<StepRunner>> StepRunner::create(std::unique_ptr<S
   TESSERA_RETURN_IF_ERROR(validate_segments(segments, model->num_layers()));
   std::unique_ptr<StepRunner> runner(new StepRunner(std::move(model), limits, std::move(execution)));
   runner->segments_ = std::move(segments);
+  runner->lanes_ = std::make_unique<RankThreads>(runner->segments_.front().num_ranks());
   const StepCapacity cap = capacity(runner->limits_, runner->execution_);
   TESSERA_RETURN_IF_ERROR(runner->allocate(cap));
   // Graphs run where asked and every stage records them.
   const DecodeGraphs graphs = runner->execution_.decode_graphs;
   const bool recorded =
-      std::all_of(runner->segments_.begin(), runner->segments_.end(),
-                  [](const LayerSegment& seg) { return seg.backend->records_graphs(); });
+      std::all_of(runner->segments_.begin(), runner->segments_.end(), [](const LayerSegment& seg) {
+        for (int32_t r = 0; r < seg.num_ranks(); ++r) {
+          if (!seg.rank_backend(r).records_graphs()) return false;
+        }
+        return true;
+      });
   if (graphs == DecodeGraphs::kAlways || (graphs == DecodeGraphs::kAuto && recorded)) {
     // The largest bucket whose padded step fits the activations.
     runner->graph_buckets_ = *padding_buckets(runner->execution_);
@@ -72,8 +77,12 @@ absl::Status StepRunner::allocate(const StepCapacity& cap) {
     Backend& b = *seg.backend;
     const bool last = s + 1 == segments_.size();
     Stage stage{seg, {}};
-    TESSERA_ASSIGN_OR_RETURN(stage.residual,
-                             arena_.allocate(b, b.compute_dtype(), {cap.tokens, model_->hidden_size()}));
+    for (int32_t r = 0; r < seg.num_ranks(); ++r) {
+      Backend& rb = seg.rank_backend(r);
+      TESSERA_ASSIGN_OR_RETURN(
+          stage.residual.emplace_back(),
+          arena_.allocate(rb, rb.compute_dtype(), {cap.tokens, model_->hidden_size()}));
+    }
     stages_.push_back(stage);
     TESSERA_RETURN_IF_ERROR(model_->allocate_activations(static_cast<int32_t>(s), seg, cap.tokens,
                                                          cap.logit_rows, last));
@@ -172,21 +181,26 @@ absl::Status StepRunner::run_step(const StepBatch& batch, const KvCache& cache,
   } else if (const int32_t parts = micro_batches(batch); parts > 1) {
     split_step_batch(batch, parts, &parts_);
     ++micro_batched_steps_;
-    for (const StepBatchPart& part : parts_) {
-      const int64_t m = gemm_rows(part.batch);
-      for (size_t s = 0; s < stages_.size(); ++s) {
-        stages_[s].segment.backend->begin_step(part.batch);
-        receive_residual(s, part.first_token, part.batch.num_tokens());
-        run_stage(s, part.batch, m, part.first_token, part.first_logit_row, cache);
+    // Each rank's lane through the parts and stages.
+    lanes_->run([&](int32_t r) {
+      for (const StepBatchPart& part : parts_) {
+        const int64_t m = gemm_rows(part.batch);
+        for (size_t s = 0; s < stages_.size(); ++s) {
+          stages_[s].segment.rank_backend(r).begin_step(part.batch);
+          receive_residual(s, r, part.first_token, part.batch.num_tokens());
+          run_stage(s, r, part.batch, m, part.first_token, part.first_logit_row, cache);
+        }
       }
-    }
+    });
   } else {
     const int64_t m = gemm_rows(batch);
-    for (size_t s = 0; s < stages_.size(); ++s) {
-      stages_[s].segment.backend->begin_step(batch);
-      receive_residual(s, 0, n);
-      run_stage(s, batch, m, 0, 0, cache);
-    }
+    lanes_->run([&](int32_t r) {
+      for (size_t s = 0; s < stages_.size(); ++s) {
+        stages_[s].segment.rank_backend(r).begin_step(batch);
+        receive_residual(s, r, 0, n);
+        run_stage(s, r, batch, m, 0, 0, cache);
+      }
+    });
   }
   Backend& b = *stages_.back().segment.backend;
   const Tensor logits = logits_.rows(0, n_logits);
@@ -199,7 +213,7 @@ absl::Status StepRunner::run_step(const StepBatch& batch, const KvCache& cache,
     device_wait_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   };
-  for (const Stage& stage : stages_) status.Update(stage.segment.backend->synchronize());
+  status.Update(synchronize_all());
   if (!status.ok() || n_logits == 0) {
     waited();
     return status;
@@ -232,42 +246,61 @@ absl::Status StepRunner::run_graph_step(const StepBatch& batch, const KvCache& c
     graph_cache_ = cache.id();
   }
   pad_decode_step(batch, bucket, max_context, cache.block_size(), &graph_batch_);
+  // Each rank records and replays its own graphs (its collectives inside them).
+  std::vector<absl::Status> lane_status(static_cast<size_t>(lanes_->size()));
+  lanes_->run([&](int32_t r) {
+    absl::Status& status = lane_status[static_cast<size_t>(r)];
+    for (size_t s = 0; s < stages_.size() && status.ok(); ++s) {
+      Backend& b = stages_[s].segment.rank_backend(r);
+      b.begin_graph_step(graph_batch_, max_context);
+      // The hop between devices stays outside the recordings: each is one device's work.
+      receive_residual(s, r, 0, bucket);
+      status = b.run_graph(graph_key(id_, s, bucket, max_context),
+                           [&] { run_stage(s, r, graph_batch_, bucket, 0, 0, cache); });
+    }
+  });
   absl::Status status;
-  for (size_t s = 0; s < stages_.size() && status.ok(); ++s) {
-    Backend& b = *stages_[s].segment.backend;
-    b.begin_graph_step(graph_batch_, max_context);
-    // The hop between devices stays outside the recordings: each is one device's work.
-    receive_residual(s, 0, bucket);
-    status = b.run_graph(graph_key(id_, s, bucket, max_context),
-                         [&] { run_stage(s, graph_batch_, bucket, 0, 0, cache); });
-  }
+  for (const absl::Status& s : lane_status) status.Update(s);
   if (status.ok()) ++graph_steps_;
   return status;
 }
 
-void StepRunner::receive_residual(size_t s, int64_t first_token, int64_t n) {
+void StepRunner::receive_residual(size_t s, int32_t rank, int64_t first_token, int64_t n) {
   if (s == 0) return;
   const Stage& prev = stages_[s - 1];
-  const Tensor residual = stages_[s].residual.rows(first_token, n);
-  prev.segment.backend->copy_to(*stages_[s].segment.backend, residual.data,
-                                prev.residual.rows(first_token, n).data, residual.nbytes());
+  const Tensor residual = stages_[s].residual[rank].rows(first_token, n);
+  prev.segment.rank_backend(rank).copy_to(stages_[s].segment.rank_backend(rank), residual.data,
+                                          prev.residual[rank].rows(first_token, n).data,
+                                          residual.nbytes());
 }
 
-void StepRunner::run_stage(size_t s, const StepBatch& part, int64_t gemm_rows, int64_t first_token,
-                           int64_t first_logit_row, const KvCache& cache) {
+void StepRunner::run_stage(size_t s, int32_t rank, const StepBatch& part, int64_t gemm_rows,
+                           int64_t first_token, int64_t first_logit_row, const KvCache& cache) {
   const bool last = s + 1 == stages_.size();
   const int64_t n_logits = last ? static_cast<int64_t>(part.logits_rows.size()) : 0;
   model_->run_stage(StagePass{
       .stage = static_cast<int32_t>(s),
+      .rank = rank,
       .segment = stages_[s].segment,
       .first_stage = s == 0,
       .last_stage = last,
       .cache = cache,
       .tokens = PassRows{first_token, part.num_tokens(), gemm_rows},
       .logits = PassRows{first_logit_row, n_logits, n_logits > 0 ? logit_gemm_rows(n_logits) : 0},
-      .residual = stages_[s].residual,
-      .logit_out = last ? logits_ : Tensor{},
+      .residual = stages_[s].residual[rank],
+      .logit_out = last && rank == 0 ? logits_ : Tensor{},
   });
+}
+
+absl::Status StepRunner::synchronize_all() {
+  absl::Status status;
+  for (const Stage& stage : stages_) {
+    for (int32_t r = 0; r < stage.segment.num_ranks(); ++r) {
+      status.Update(stage.segment.rank_backend(r).synchronize());
+      if (Communicator* comm = stage.segment.comm(r); comm != nullptr) status.Update(comm->take_error());
+    }
+  }
+  return status;
 }
 
 }  // namespace tessera

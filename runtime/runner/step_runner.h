@@ -7,6 +7,10 @@
 //    bucket and replayed as graphs recorded per (bucket, context class) (graph_step.h).
 //  - Pipeline stages: split over devices (LayerSegments), each stage has its own activations;
 //    between stages only the residual stream travels, completed by the stage before it.
+//  - Tensor parallelism: every stage is a group of ranks (LayerSegment::ranks), each a lane of
+//    its own through the stages: its share of every stage on its own backend, its own residual
+//    stream, driven from its own host thread (RankThreads), the family's collectives joining the
+//    lanes. Logits gather onto rank 0 of the last stage, which samples.
 //  - Micro-batches: over several stages a large step's tokens are split so that the stages work
 //    concurrently on different parts (on devices that queue work asynchronously).
 //  - Sampling: forward() hands back fp32 logits; forward_sampled() samples on the last stage's
@@ -24,6 +28,7 @@
 #include "runtime/backend/layer_segment.h"
 #include "runtime/kv_cache/kv_cache.h"
 #include "runtime/runner/forward_model.h"
+#include "runtime/runner/rank_threads.h"
 #include "runtime/runner/stage_model.h"
 #include "runtime/runner/step_batch_split.h"
 #include "runtime/runner/tensor_arena.h"
@@ -112,7 +117,7 @@ class StepRunner final : public ForwardModel {
   // One pipeline stage's device state the runner keeps.
   struct Stage {
     LayerSegment segment;
-    Tensor residual;  // [capacity tokens, hidden]
+    std::vector<Tensor> residual;  // [rank]: [capacity tokens, hidden] on the rank's backend
   };
   // What a step hands back: the logits (forward) or the tokens sampled by `rows` on the last
   // stage's backend (forward_sampled); exactly one of `logits` and `tokens` is non-empty.
@@ -138,12 +143,15 @@ class StepRunner final : public ForwardModel {
   int32_t micro_batches(const StepBatch& batch) const;
   // Queues the padded step through each stage's recorded graph.
   absl::Status run_graph_step(const StepBatch& batch, const KvCache& cache);
-  // Stage `s` > 0 receives the residual stream rows [first_token, first_token + n) from s - 1.
-  void receive_residual(size_t s, int64_t first_token, int64_t n);
-  // Queues stage `s`'s share of one pass: `part`'s tokens at `first_token` of the activations,
-  // its logit rows at `first_logit_row`, GEMMs over `gemm_rows` rows.
-  void run_stage(size_t s, const StepBatch& part, int64_t gemm_rows, int64_t first_token,
-                 int64_t first_logit_row, const KvCache& cache);
+  // Stage `s` > 0's rank `rank` receives the residual stream rows [first_token, first_token + n)
+  // from the same rank of s - 1.
+  void receive_residual(size_t s, int32_t rank, int64_t first_token, int64_t n);
+  // Queues stage `s`'s share of one pass on rank `rank`: `part`'s tokens at `first_token` of the
+  // activations, its logit rows at `first_logit_row`, GEMMs over `gemm_rows` rows.
+  void run_stage(size_t s, int32_t rank, const StepBatch& part, int64_t gemm_rows,
+                 int64_t first_token, int64_t first_logit_row, const KvCache& cache);
+  // Waits for every rank of every stage; the first error of a backend or a collective.
+  absl::Status synchronize_all();
 
   std::unique_ptr<StageModel> model_;
   ForwardLimits limits_;
@@ -151,8 +159,9 @@ class StepRunner final : public ForwardModel {
   std::vector<LayerSegment> segments_;
   std::vector<Stage> stages_;
   TensorArena arena_;                  // owns the residual streams, logits_ and sampled_
-  Tensor logits_;                      // [capacity logit rows, vocab] fp32, on the last stage
-  Tensor sampled_;                     // [capacity logit rows] int32 on the last stage
+  Tensor logits_;                      // [capacity logit rows, vocab] fp32, last stage's rank 0
+  Tensor sampled_;                     // [capacity logit rows] int32, last stage's rank 0
+  std::unique_ptr<RankThreads> lanes_;  // one host thread per tensor-parallel rank
   std::vector<StepBatchPart> parts_;   // the current step's micro-batches (reused)
   uint32_t id_;                        // its graphs' keys: unique per runner and KV cache
   uint64_t graph_cache_ = 0;  // KvCache::id() of the cache the recordings under id_ write (0: none)

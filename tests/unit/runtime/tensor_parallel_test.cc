@@ -1,0 +1,236 @@
+// Tensor parallelism on CPU ranks (the in-process communicator): every family's small random model
+// (tests/data/families) split over 2 and 4 ranks, and over 2 pipeline stages of 2 ranks, gives the
+// one-rank model's logits within fp32 rounding (the partial sums of o and down add up in another
+// order) and its greedy tokens -- transformers' -- exactly; the same through decode graphs, from
+// llama.cpp's GGUF (interleaved q/k rows sliced by whole heads), and with KV heads replicated
+// (4 ranks over 2 KV heads). And the refusals: a rank count that does not split the model, devices
+// that do not divide into stages.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/model_instance.h"
+
+namespace tessera {
+namespace {
+
+const std::filesystem::path kFixtures = std::filesystem::path(TESSERA_SOURCE_DIR) / "tests/data/families";
+
+struct Case {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> greedy;  // transformers' greedy continuation, eos ignored
+};
+
+std::vector<Case> read_cases(const std::filesystem::path& dir, const char* key) {
+  std::ifstream in(dir / "expected.json");
+  EXPECT_TRUE(in) << "missing " << dir / "expected.json";
+  std::vector<Case> out;
+  if (!in) return out;
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  for (const auto& c : expected.at(key)) {
+    out.push_back({c.at("prompt_ids").get<std::vector<int32_t>>(),
+                   c.at("greedy_ids").get<std::vector<int32_t>>()});
+  }
+  return out;
+}
+
+// `ranks` tensor-parallel CPU ranks per stage, over `stages` pipeline stages.
+InstanceOptions cpu_options(int32_t ranks, int32_t stages, DecodeGraphs graphs) {
+  InstanceOptions options;
+  options.backend.kind = BackendKind::kCpu;
+  options.backend.threads = 1;
+  for (int32_t d = 0; d < ranks * stages && ranks * stages > 1; ++d) options.backend.devices.push_back(d);
+  options.device_map = "balanced";
+  options.tensor_parallel_size = ranks;
+  options.execution.decode_graphs = graphs;
+  options.limits.max_batch_tokens = 512;
+  options.limits.max_logit_rows = 8;
+  options.engine.max_num_seqs = 8;
+  options.kv_cache_bytes = 4 << 20;
+  return options;
+}
+
+std::unique_ptr<ModelInstance> load(const std::filesystem::path& path, const InstanceOptions& options) {
+  absl::StatusOr<std::unique_ptr<ModelInstance>> m = ModelInstance::load(path, options);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+// fp32 logits after `prompt`, in one prefill step straight through the runner.
+std::vector<float> prompt_logits(ModelInstance& m, const std::vector<int32_t>& prompt) {
+  const int32_t n = static_cast<int32_t>(prompt.size()), bs = m.cache().block_size();
+  BlockTable table;
+  EXPECT_TRUE(table.reserve(n, bs, m.cache().allocator()));
+  StepBatch batch;
+  batch.query_start = {0, n};
+  batch.context_len = {n};
+  batch.block_tables = table.blocks();
+  batch.max_blocks = table.num_blocks();
+  for (int32_t p = 0; p < n; ++p) {
+    batch.token_ids.push_back(prompt[p]);
+    batch.positions.push_back(p);
+    batch.slot_mapping.push_back(table.slot(p, bs));
+  }
+  batch.logits_rows = {n - 1};
+  std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
+  const absl::Status s = m.runner().forward(batch, m.cache(), logits);
+  EXPECT_TRUE(s.ok()) << s;
+  table.release(m.cache().allocator());
+  return logits;
+}
+
+// Greedy tokens of every prompt at once through the engine (one batch: prefill, then decode
+// steps reading the paged cache).
+std::vector<std::vector<int32_t>> greedy_tokens(ModelInstance& m, const std::vector<Case>& cases) {
+  std::vector<RequestHandle> handles;
+  for (const Case& c : cases) {
+    auto r = std::make_shared<Request>();
+    r->prompt = c.prompt;
+    r->sampling.temperature = 0;
+    r->stop.max_tokens = static_cast<int32_t>(c.greedy.size());
+    r->stop.ignore_eos = true;
+    absl::StatusOr<RequestHandle> h = m.engine().submit(r);
+    EXPECT_TRUE(h.ok()) << h.status();
+    if (!h.ok()) return {};
+    handles.push_back(*std::move(h));
+  }
+  std::vector<std::vector<int32_t>> out(cases.size());
+  for (size_t done = 0; done < cases.size();) {
+    m.engine().step();
+    for (size_t i = 0; i < handles.size(); ++i) {
+      while (auto o = handles[i].stream->try_next()) {
+        out[i].insert(out[i].end(), o->token_ids.begin(), o->token_ids.end());
+        EXPECT_TRUE(o->status.ok()) << o->status;
+        done += o->finished ? 1 : 0;
+      }
+    }
+  }
+  return out;
+}
+
+double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return got.size() == want.size() ? std::sqrt(num / den) : INFINITY;
+}
+
+struct Split {
+  int32_t ranks;
+  int32_t stages;
+  DecodeGraphs graphs;
+  std::string name() const {
+    return "tp" + std::to_string(ranks) + "x" + std::to_string(stages) + "stages" +
+           (graphs == DecodeGraphs::kAlways ? "+graphs" : "");
+  }
+};
+
+class TensorParallelFamilies : public ::testing::TestWithParam<std::string> {
+ protected:
+  // The one-rank model against each split, on the cases of `key`.
+  void check(const std::filesystem::path& path, const char* key) {
+    const std::vector<Case> cases = read_cases(kFixtures / GetParam(), key);
+    ASSERT_FALSE(cases.empty());
+    std::unique_ptr<ModelInstance> one = load(path, cpu_options(1, 1, DecodeGraphs::kOff));
+    ASSERT_NE(one, nullptr);
+    std::vector<std::vector<float>> want;
+    for (const Case& c : cases) want.push_back(prompt_logits(*one, c.prompt));
+    one.reset();
+    for (const Split& split : {Split{2, 1, DecodeGraphs::kOff}, Split{4, 1, DecodeGraphs::kOff},
+                               Split{2, 2, DecodeGraphs::kOff}, Split{2, 1, DecodeGraphs::kAlways}}) {
+      std::unique_ptr<ModelInstance> m = load(path, cpu_options(split.ranks, split.stages, split.graphs));
+      ASSERT_NE(m, nullptr) << split.name();
+      EXPECT_EQ(m->tensor_parallel_size(), split.ranks);
+      EXPECT_EQ(m->collectives(), "in-process");
+      EXPECT_EQ(static_cast<int32_t>(m->backends().size()), split.ranks * split.stages);
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const double e = rel_err(prompt_logits(*m, cases[i].prompt), want[i]);
+        EXPECT_LT(e, 2e-6) << split.name() << " prompt " << i;
+        std::printf("[ metric ] %s %s prompt %zu logits rel_err vs one rank %.2e\n",
+                    GetParam().c_str(), split.name().c_str(), i, e);
+      }
+      const std::vector<std::vector<int32_t>> greedy = greedy_tokens(*m, cases);
+      ASSERT_EQ(greedy.size(), cases.size());
+      for (size_t i = 0; i < cases.size(); ++i) {
+        EXPECT_EQ(greedy[i], cases[i].greedy) << split.name() << " prompt " << i;
+      }
+    }
+  }
+};
+
+TEST_P(TensorParallelFamilies, HfDirectoryGivesTheOneRankModel) {
+  check(kFixtures / GetParam() / "hf", "cases");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, TensorParallelFamilies,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3",
+                                           "phi3"),
+                         [](const auto& info) { return info.param; });
+
+// llama.cpp's GGUF stores q and k rows interleaved per head: the ranks take whole heads.
+TEST(TensorParallel, GgufFileGivesTheOneRankModel) {
+  const std::filesystem::path dir = kFixtures / "llama";
+  const std::vector<Case> cases = read_cases(dir, "gguf_cases");
+  std::unique_ptr<ModelInstance> one = load(dir / "llama.gguf", cpu_options(1, 1, DecodeGraphs::kOff));
+  std::unique_ptr<ModelInstance> two = load(dir / "llama.gguf", cpu_options(2, 1, DecodeGraphs::kOff));
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_LT(rel_err(prompt_logits(*two, cases[i].prompt), prompt_logits(*one, cases[i].prompt)), 2e-6)
+        << "prompt " << i;
+  }
+  const std::vector<std::vector<int32_t>> greedy = greedy_tokens(*two, cases);
+  ASSERT_EQ(greedy.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(greedy[i], cases[i].greedy) << "prompt " << i;
+}
+
+TEST(TensorParallel, RefusesARankCountThatDoesNotSplitTheModel) {
+  // The fixtures have 4 heads, 2 KV heads and an intermediate size of 160.
+  const std::filesystem::path hf = kFixtures / "llama" / "hf";
+  absl::StatusOr<std::unique_ptr<ModelInstance>> m =
+      ModelInstance::load(hf, cpu_options(3, 1, DecodeGraphs::kOff));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("tensor_parallel_size: 3 does not divide the model's 4 "
+                                      "attention heads"),
+            std::string::npos)
+      << m.status();
+}
+
+TEST(TensorParallel, RefusesDevicesThatDoNotFormStages) {
+  InstanceOptions options = cpu_options(2, 1, DecodeGraphs::kOff);
+  options.backend.devices = {0, 1, 2};
+  absl::StatusOr<std::unique_ptr<ModelInstance>> m =
+      ModelInstance::load(kFixtures / "llama" / "hf", options);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("tensor_parallel_size: 2 does not divide the 3 devices"),
+            std::string::npos)
+      << m.status();
+}
+
+TEST(TensorParallel, PlanTableSaysEachStagesRanksAndPerDeviceBytes) {
+  std::unique_ptr<ModelInstance> m =
+      load(kFixtures / "qwen3" / "hf", cpu_options(2, 2, DecodeGraphs::kOff));
+  ASSERT_NE(m, nullptr);
+  const PlacementPlan& plan = m->plan();
+  EXPECT_EQ(plan.tensor_parallel_size, 2);
+  ASSERT_EQ(plan.devices.size(), 2u);
+  EXPECT_EQ(plan.devices[0].ranks, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(plan.devices[1].ranks, (std::vector<int32_t>{2, 3}));
+  // Every device's share, summed over the ranks, is what was loaded.
+  uint64_t per_device = 0;
+  for (const DevicePlacement& d : plan.devices) per_device += d.weight_bytes;
+  EXPECT_EQ(per_device * 2, plan.weight_bytes);
+  EXPECT_EQ(plan.weight_bytes, m->weight_bytes());
+}
+
+}  // namespace
+}  // namespace tessera
