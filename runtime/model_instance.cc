@@ -135,7 +135,10 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   for (size_t i = 0; i < inst->plan_.devices.size(); ++i) {
     DevicePlacement& d = inst->plan_.devices[i];
     if (tp > 1) {
-      for (int32_t r = 0; r < tp; ++r) d.ranks.push_back(backends[i * tp + r].ordinal);
+      for (int32_t r = 0; r < tp; ++r) {
+        d.ranks.push_back(backends[i * tp + r].ordinal);
+        d.rank_names.push_back(backends[i * tp + r].backend->name());
+      }
     }
     if (d.num_layers() == 0) continue;
     LayerSegment seg{backends[i * tp].backend.get(), d.first_layer, d.num_layers(), {}, {}};

@@ -279,6 +279,10 @@ const std::vector<KeySpec>& specs() {
     s.push_back(bytes_key("kv_reserve", "a byte count (e.g. 8GiB) in [0, 1PiB] (0 = 10% of each device's memory)",
                           "memory per device kept free of weights for its KV cache when placing layers",
                           &DaemonConfig::kv_reserve, 0, 1024 * kTiB));
+    s.push_back(int_key("tensor_parallel_size", "an integer in [1, 64]",
+                        "devices each layer is split over (tensor parallelism; consecutive devices of "
+                        "`devices` form a pipeline stage)",
+                        &DaemonConfig::tensor_parallel_size, 1, 64));
     s.push_back(int_key("micro_batches", "an integer in [1, 64]",
                         "parts a step of at least 512 tokens is split into (each >= 256) so that the "
                         "devices of a split model work at once",

@@ -38,6 +38,7 @@ struct DaemonConfig {
   std::string device_map = "auto";  // auto, balanced, balanced_low_0, sequential, or prefix=device,...
   std::string max_memory;         // per-device caps "0=40GiB,1=70GiB"; empty = free memory
   int64_t kv_reserve = 0;         // per device kept free of weights for KV; 0 = 10% of its memory
+  int32_t tensor_parallel_size = 1;  // devices each pipeline stage's layers are split over
   int32_t micro_batches = 2;      // parts a large step is split into across the devices' pipeline
   std::string decode_graphs = "auto";  // auto (recorded where the backend can: GPU) or off
 

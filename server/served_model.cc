@@ -42,6 +42,7 @@ InstanceOptions instance_options(const DaemonConfig& config) {
     options.backend.devices = parse_devices(config.devices).value_or(std::vector<int32_t>{});
   }
   options.device_map = config.device_map;
+  options.tensor_parallel_size = config.tensor_parallel_size;
   options.max_memory = config.max_memory;
   options.kv_reserve_bytes = static_cast<uint64_t>(config.kv_reserve);
   options.execution.micro_batches = config.micro_batches;
@@ -114,7 +115,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::load(const DaemonConfi
     p->set_allowed_bytes(static_cast<int64_t>(d.allowed_bytes));
     p->set_kv_bytes(static_cast<int64_t>(d.kv_bytes));
     p->set_kv_capacity_tokens(d.kv_capacity_tokens);
+    for (int32_t r : d.ranks) p->add_ranks(r);
   }
+  info.set_tensor_parallel_size(inst.tensor_parallel_size());
+  info.set_collectives(inst.collectives());
   return m;
 }
 

@@ -31,6 +31,7 @@ constexpr char kUsage[] =
     "      --devices LIST          split the model over these devices, in order (0,1 or all)\n"
     "      --device-map MAP        auto, balanced, balanced_low_0, sequential, or prefix=device,...\n"
     "      --max-memory CAPS       per-device memory caps, e.g. 0=20GiB,1=20GiB\n"
+    "      --tensor-parallel-size N  split every layer over N devices (default 1)\n"
     "      --micro-batches N       parts a large step flows through the devices in (default 2)\n"
     "      --decode-graphs auto|off  replay decode steps as recorded GPU graphs (default auto)\n"
     "      --threads N             CPU threads (default: every core)\n";
@@ -60,7 +61,7 @@ absl::Status read_sampling(const Args& args, Request& request) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads", "backend", "gpu-device", "dtype", "devices", "device-map", "max-memory", "micro-batches", "decode-graphs"}, sampling_value_flags()}),
+  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads", "backend", "gpu-device", "dtype", "devices", "device-map", "max-memory", "tensor-parallel-size", "micro-batches", "decode-graphs"}, sampling_value_flags()}),
                           {"chat", "help"});
   if (!args.ok()) return fail(args.status());
   if (args->has("help")) return print_usage(kUsage);
@@ -97,6 +98,9 @@ int run_command(int argc, char** argv) {
   }
   options.device_map = args->get("device-map", "auto");
   options.max_memory = args->get("max-memory");
+  auto tensor_parallel = args->get_int("tensor-parallel-size", 1);
+  if (!tensor_parallel.ok()) return fail(tensor_parallel.status());
+  options.tensor_parallel_size = static_cast<int32_t>(*tensor_parallel);
   auto micro_batches = args->get_int("micro-batches", 2);
   if (!micro_batches.ok()) return fail(micro_batches.status());
   options.execution.micro_batches = static_cast<int32_t>(*micro_batches);

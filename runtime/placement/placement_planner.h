@@ -64,6 +64,7 @@ struct DevicePlacement {
   // Tensor parallelism: the devices of this stage, in rank order (device is the first); every
   // byte figure below is one rank's. Empty without it.
   std::vector<int32_t> ranks;
+  std::vector<std::string> rank_names;  // each of those devices' names
   int32_t first_layer = -1;  // inclusive range of decoder layers; both -1 when it holds none
   int32_t last_layer = -1;
   bool embeddings = false;           // model.embed_tokens

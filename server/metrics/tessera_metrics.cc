@@ -190,6 +190,11 @@ TesseraMetrics::TesseraMetrics()
                             .Name("tessera_device_kv_capacity_tokens")
                             .Help("KV cache capacity in tokens of the layers on each device.")
                             .Register(registry_)),
+      tensor_parallel_size_(BuildGauge()
+                                .Name("tessera_tensor_parallel_size")
+                                .Help("Devices each pipeline stage's layers are split over.")
+                                .Register(registry_)
+                                .Add({})),
       model_info_(BuildGauge()
                       .Name("tessera_model_info")
                       .Help("The served model (value 1).")
@@ -336,11 +341,17 @@ void TesseraMetrics::set_gpu_memory(std::string_view device, double used_bytes,
 }
 
 void TesseraMetrics::set_placement(const PlacementPlan& plan) {
+  tensor_parallel_size_.Set(plan.tensor_parallel_size);
   for (const DevicePlacement& d : plan.devices) {
-    const prometheus::Labels labels = {{"device", label_value(d.name)}};
-    device_layers_.Add(labels).Set(d.num_layers());
-    device_weight_bytes_.Add(labels).Set(static_cast<double>(d.weight_bytes));
-    device_kv_tokens_.Add(labels).Set(static_cast<double>(d.kv_capacity_tokens));
+    // A stage of tensor-parallel ranks: each of its devices holds the same per-device figures.
+    const std::vector<std::string> names =
+        d.rank_names.empty() ? std::vector<std::string>{d.name} : d.rank_names;
+    for (const std::string& name : names) {
+      const prometheus::Labels labels = {{"device", label_value(name)}};
+      device_layers_.Add(labels).Set(d.num_layers());
+      device_weight_bytes_.Add(labels).Set(static_cast<double>(d.weight_bytes));
+      device_kv_tokens_.Add(labels).Set(static_cast<double>(d.kv_capacity_tokens));
+    }
   }
 }
 

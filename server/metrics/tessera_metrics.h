@@ -144,6 +144,7 @@ class TesseraMetrics final : public EngineObserver {
   prometheus::Family<prometheus::Gauge>& device_layers_;
   prometheus::Family<prometheus::Gauge>& device_weight_bytes_;
   prometheus::Family<prometheus::Gauge>& device_kv_tokens_;
+  prometheus::Gauge& tensor_parallel_size_;
 
   // Info.
   prometheus::Family<prometheus::Gauge>& model_info_;
