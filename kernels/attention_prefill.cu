@@ -10,9 +10,9 @@
 // each sequence's new queries sit at query_start[s]..query_start[s+1] in qkv and at positions
 // context_len - q_len .. context_len - 1, so chunked prefill attends to the chunks before it.
 //
-// On sm_90 (H100) a wgmma version of the same algorithm runs instead at d = 64 and 128 (see
-// "sm_90a" below); d = 256 runs this kernel on every CUDA GPU (measured at 0.36-0.39x of
-// FlashAttention-2 on an H100: the next thing to speed up; docs/perf.md). This
+// On sm_90 (H100) wgmma versions of the same algorithm run instead (see "sm_90a" below):
+// prefill_kernel at d = 64 and 128, prefill_kernel_d256 at d = 256 (this kernel ran d = 256 at
+// 0.36-0.39x of FlashAttention-2 on an H100; the wgmma one at 1.05-1.56x: docs/perf.md). This
 // kernel and the wgmma one's paired form (short causal prefills) are launched overlapping the
 // kernel before them (launch.h: programmatic dependent launch on sm_90), which in a model step is
 // RoPE + cache write.
@@ -500,6 +500,44 @@ __device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr) {
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
+// --- d = 256 (prefill_kernel_d256 below): 64-row K and V tiles ---
+constexpr int kD256RegionBytes = 64 * 128;  // 64 rows x 64 elements (one swizzle column)
+
+// Byte offset of 16-byte chunk c of row r in a 64-row tile (sw128's layout, 64-row regions).
+__device__ __forceinline__ uint32_t sw128_64(int r, int c) {
+  return (c >> 3) * kD256RegionBytes + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+// Descriptor of an N-major operand of 64-row tiles whose N spans several 64-column swizzle atoms
+// (V for d=256): leading byte offset kD256RegionBytes between the atoms.
+__device__ __forceinline__ uint64_t smem_desc_mn64(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{kD256RegionBytes >> 4} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+// d[64 x 64] (+)= a[64 x 16] b[16 x 64]^T, both operands K-major in 128-byte-swizzled shared
+// memory (the accumulator layout of wgmma_ss_n128, 8 n8 chunks).
+template <typename T>
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
+  TESSERA_TYPED_MMA_ASM(T,
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.",
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n",
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+// The same, d = a b^T (d only written).
+template <typename T>
+__device__ __forceinline__ void wgmma_ss_n64_zero(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
+  TESSERA_TYPED_MMA_ASM(T,
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.",
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n",
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(0));
+}
+
 #endif  // sm_90a
 
 // Ext: the soft-capped and windowed instantiation (never paired): scores capped (cap.on) before
@@ -882,6 +920,286 @@ constexpr int smem_bytes() {  // Q, 3 stages of K and V (16-bit elements), align
   return 7 * kBlockM * D * 2 + 1024;
 }
 
+// d = 256 (Gemma 2/3) on sm_90a: the same CTA (128 queries, two warpgroups of 64 rows taking
+// turns on the tensor cores) over 64-key tiles, since a warpgroup's O is already 128 fp32
+// registers a thread at d = 256. Shared memory: Q (64 KiB) and two stages each of K and V
+// (32 KiB a tile): 193 KiB, one CTA per multiprocessor. K and V stages have barriers of their own
+// so that each copy gets about a key tile's time in flight with two stages: K_{j+2} goes into
+// K_j's stage right after the turn that queues S_{j+1} (S_j has retired in every warp), V_{j+1}
+// into V_{j-1}'s (P_{j-1} V_{j-1} has retired). S = Q K^T runs as wgmma m64n64k16 (both operands
+// from shared memory), O += P V as two m64n128k16 per 16 keys (P in registers, V N-major). A copy
+// warp takes whole 512-byte rows (lane = 16-byte chunk); lanes 0-7 look up the cache slots of its
+// 8 rows of a tile once, a tile ahead, and the copies take them by shuffle.
+constexpr int kD256BlockN = 64;
+constexpr int kD256TileBytes = kD256BlockN * 256 * 2;  // a K or V tile
+
+template <typename T, bool Ext>
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_kernel_d256(const T* __restrict__ qkv, const T* __restrict__ k_cache,
+                        const T* __restrict__ v_cache, int32_t block_size, uint32_t bs_magic,
+                        int32_t bs_shift, DeviceStep step, int32_t num_heads, int32_t num_kv_heads,
+                        float scale_log2, bool causal, SoftCapArgs cap, int32_t window,
+                        T* __restrict__ out) {
+#if defined(TESSERA_PREFILL_SM90)
+  constexpr int D = 256, kN = kD256BlockN;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // full_k, full_v (every thread's copies of the stage's tile landed), k_free, v_free (every
+  // warp's wgmmas reading it retired); two stages each.
+  __shared__ __align__(8) uint64_t bars[8];
+  const uint32_t raw = sm80::smem_addr(smem_raw);
+  const uint32_t sQ = (raw + 1023) & ~1023u;
+  const uint32_t full_k = sm80::smem_addr(bars), full_v = full_k + 16, k_free = full_k + 32,
+                 v_free = full_k + 48;
+  auto stage_k = [&](int s) { return sQ + kBlockM * D * 2 + s * kD256TileBytes; };
+  auto stage_v = [&](int s) { return sQ + kBlockM * D * 2 + (2 + s) * kD256TileBytes; };
+
+  PrefillTile<D, kBlockM, kN> tp;
+  tp.init(step, num_heads, num_kv_heads);
+  if (!tp.set_tile(gridDim.x - 1 - blockIdx.x, causal, Ext ? window : 0)) return;
+  const int n = tp.n_tiles;
+  const int tid = threadIdx.x;
+  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int cw = tid / 32;  // copy warp: rows cw + 8i of every tile, lane = chunk
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      mbar_init(full_k + 8 * s, kThreads);
+      mbar_init(full_v + 8 * s, kThreads);
+      mbar_init(k_free + 8 * s, kThreads / 32);
+      mbar_init(v_free + 8 * s, kThreads / 32);
+    }
+  }
+  __syncthreads();
+
+  {  // Q: rows past the sequence zero-filled.
+    const T* src = qkv + static_cast<int64_t>(tp.q_begin + tp.qt * kBlockM) * tp.qkv_stride +
+                   static_cast<int64_t>(tp.h) * D + lane * 8;
+#pragma unroll
+    for (int i = 0; i < kBlockM / 8; ++i) {
+      const int r = cw + 8 * i;
+      const bool ok = r < tp.rows;
+      cp16(sQ + sw128(r, lane), ok ? src + r * tp.qkv_stride : qkv, ok ? 16 : 0);
+    }
+  }
+  // Lanes 0-7 (and their copies 8-31): the cache slot of row cw + 8 (lane % 8) of key tile
+  // `tile` (-1 past the query tile's keys: zero-filled, and masked).
+  auto fetch_slot = [&](int tile) {
+    const int j = (tile + tp.k_tile0) * kN + cw + 8 * (lane & 7);
+    const uint32_t u = j;
+    const uint32_t blk = (__umulhi(u, bs_magic) + u) >> bs_shift;  // j / block_size
+    return j < tp.n_keys ? tp.table[blk] * block_size + (j - static_cast<int>(blk) * block_size)
+                         : -1;
+  };
+  auto load_tile = [&](uint32_t dst, const T* head, int slots) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int slot = __shfl_sync(0xffffffffu, slots, i);
+      const bool ok = slot >= 0;
+      cp16(dst + sw128_64(cw + 8 * i, lane), head + (ok ? static_cast<int64_t>(slot) * tp.kv_row : 0),
+           ok ? 16 : 0);
+    }
+  };
+  const T* k_head = k_cache + static_cast<int64_t>(tp.kvh) * D + lane * 8;
+  const T* v_head = v_cache + static_cast<int64_t>(tp.kvh) * D + lane * 8;
+  // slots_a: key tile j+1's, slots_b: j+2's (j: the loop's tile).
+  int slots_a = fetch_slot(0);
+  load_tile(stage_k(0), k_head, slots_a);
+  mbar_arrive_cp_async(full_k);
+  load_tile(stage_v(0), v_head, slots_a);
+  mbar_arrive_cp_async(full_v);
+  slots_a = n > 1 ? fetch_slot(1) : -1;
+  if (n > 1) {
+    load_tile(stage_k(1), k_head, slots_a);
+    mbar_arrive_cp_async(full_k + 8);
+  }
+  int slots_b = n > 2 ? fetch_slot(2) : -1;
+
+  const int g = lane / 4, t = lane % 4;
+  const int row_in_tile = wg * 64 + warp * 16 + g;  // this lane's rows: this one and 8 below
+  float o[4][32];
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[b][i] = 0.0f;
+  }
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  const uint32_t sQ_wg = sQ + wg * 64 * 128;
+
+  // S of the tile's 64 keys (n8 chunk i: [4i], [4i+1] in the lane's first row, [4i+2], [4i+3] in
+  // its second), and P as the A fragments of 16 keys each.
+  float s[32];
+  uint32_t p[4][4];
+  auto issue_s = [&](uint32_t sK) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t qoff = (kk / 4) * kRegionBytes + (kk % 4) * 32;
+      const uint32_t koff = (kk / 4) * kD256RegionBytes + (kk % 4) * 32;
+      if (kk == 0) {
+        wgmma_ss_n64_zero<T>(s, smem_desc(sQ_wg + qoff), smem_desc(sK + koff));
+      } else {
+        wgmma_ss_n64<T>(s, smem_desc(sQ_wg + qoff), smem_desc(sK + koff));
+      }
+    }
+  };
+  auto pin_all = [&] {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) pin(o[b][i]);
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(s[i]);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pin(p[kk][i]);
+    }
+  };
+  const int qpos0 = tp.first_pos + row_in_tile, qpos1 = qpos0 + 8;
+  const int last0 = causal ? min(qpos0, tp.ctx - 1) : tp.ctx - 1;
+  const int last1 = causal ? min(qpos1, tp.ctx - 1) : tp.ctx - 1;
+  // Softmax of key tile `tile` (of the query tile's n): P, and the O rescale factors.
+  auto softmax = [&](float& alpha0, float& alpha1, int tile) {
+    const int key_base = (tile + tp.k_tile0) * kN;
+    const bool edge =
+        key_base + kN > tp.n_keys || (causal && key_base + kN - 1 > tp.first_pos);
+    if constexpr (Ext) {
+      if (cap.on) soft_cap_scores<32>(s, cap);
+      if (edge || (window > 0 && key_base < tp.first_pos + kBlockM - window)) {
+        mask_scores_window<8>(s, key_base + 2 * t, window_first_key(qpos0, window), last0,
+                              window_first_key(qpos1, window), last1);
+      }
+    } else if (edge) {
+      mask_scores<8>(s, key_base + 2 * t, last0, last1);
+    }
+    float mx0 = m0, mx1 = m1;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      mx0 = fmaxf(mx0, fmaxf(s[4 * c], s[4 * c + 1]));
+      mx1 = fmaxf(mx1, fmaxf(s[4 * c + 2], s[4 * c + 3]));
+    }
+    mx0 = fmaxf(mx0, shfl_xor(mx0, 1));
+    mx0 = fmaxf(mx0, shfl_xor(mx0, 2));
+    mx1 = fmaxf(mx1, shfl_xor(mx1, 1));
+    mx1 = fmaxf(mx1, shfl_xor(mx1, 2));
+    // A row with every key so far masked keeps max -inf: subtract 0 instead (no inf - inf).
+    const float base0 = mx0 == -INFINITY ? 0.0f : mx0 * scale_log2;
+    const float base1 = mx1 == -INFINITY ? 0.0f : mx1 * scale_log2;
+    alpha0 = exp2_approx(m0 * scale_log2 - base0);
+    alpha1 = exp2_approx(m1 * scale_log2 - base1);
+    m0 = mx0;
+    m1 = mx1;
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float e0 = exp2_approx(s[4 * c] * scale_log2 - base0);
+      const float e1 = exp2_approx(s[4 * c + 1] * scale_log2 - base0);
+      const float e2 = exp2_approx(s[4 * c + 2] * scale_log2 - base1);
+      const float e3 = exp2_approx(s[4 * c + 3] * scale_log2 - base1);
+      sum0 += e0 + e1;
+      sum1 += e2 + e3;
+      p[c / 2][(c % 2) * 2] = Element<T>::pack(e0, e1);
+      p[c / 2][(c % 2) * 2 + 1] = Element<T>::pack(e2, e3);
+    }
+    l0 = l0 * alpha0 + sum0;
+    l1 = l1 * alpha1 + sum1;
+  };
+  auto rescale = [&](float alpha0, float alpha1) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        o[b][4 * i] *= alpha0;
+        o[b][4 * i + 1] *= alpha0;
+        o[b][4 * i + 2] *= alpha1;
+        o[b][4 * i + 3] *= alpha1;
+      }
+    }
+  };
+  // Ping-pong turns as in prefill_kernel above (named barriers 1 and 2; warpgroup 0 first).
+  auto turn_wait = [&](int count) { named_bar_sync(1 + wg, count); };
+  auto turn_pass = [&] { named_bar_arrive(2 - wg, kThreads); };
+  mbar_wait(full_k, 0);
+  fence_proxy_async();
+  turn_wait(128 + 128 * wg);
+  wgmma_fence();
+  issue_s(stage_k(0));
+  wgmma_commit();
+  turn_pass();
+  wgmma_wait<0>();
+  if (lane == 0) mbar_arrive(k_free);
+  for (int j = 0; j < n; ++j) {
+    const int st = j & 1, ph = (j >> 1) & 1;  // tile j's stages and their phase parity
+    const bool next = j + 1 < n;
+    float alpha0, alpha1;
+    pin_all();
+    softmax(alpha0, alpha1, j);
+    rescale(alpha0, alpha1);
+    if (next) mbar_wait(full_k + 8 * (st ^ 1), ((j + 1) >> 1) & 1);
+    mbar_wait(full_v + 8 * st, ph);
+    fence_proxy_async();
+    turn_wait(kThreads);
+    wgmma_fence();
+    const uint32_t sV = stage_v(st);
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) {
+      wgmma_rs_n128_tb<T>(o[0], o[1], p[kk], smem_desc_mn64(sV + kk * 16 * 128));
+      wgmma_rs_n128_tb<T>(o[2], o[3], p[kk],
+                          smem_desc_mn64(sV + 2 * kD256RegionBytes + kk * 16 * 128));
+    }
+    if (next) issue_s(stage_k(st ^ 1));
+    wgmma_commit();
+    turn_pass();
+    if (j + 2 < n) {  // K_{j+2} into K_j's stage once every warp's S_j retired
+      mbar_wait(k_free + 8 * st, ph);
+      load_tile(stage_k(st), k_head, slots_b);
+      mbar_arrive_cp_async(full_k + 8 * st);
+    }
+    if (next) {  // V_{j+1} into V_{j-1}'s stage once every warp's P_{j-1} V_{j-1} retired
+      if (j >= 1) mbar_wait(v_free + 8 * (st ^ 1), ((j - 1) >> 1) & 1);
+      load_tile(stage_v(st ^ 1), v_head, slots_a);
+      mbar_arrive_cp_async(full_v + 8 * (st ^ 1));
+    }
+    wgmma_wait<0>();
+    if (lane == 0) {
+      mbar_arrive(v_free + 8 * st);
+      if (next) mbar_arrive(k_free + 8 * (st ^ 1));
+    }
+    slots_a = slots_b;
+    if (j + 3 < n) slots_b = fetch_slot(j + 3);
+  }
+  turn_wait(kThreads - 128 * wg);
+  pin_all();
+
+  const float2 inv = reduce_row_sums(l0, l1);
+  const int64_t out_stride = static_cast<int64_t>(num_heads) * D;
+  const int row0 = tp.qt * kBlockM + row_in_tile;
+  T* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;
+  T* o1 = o0 + 8 * out_stride;
+  const bool write0 = row0 < tp.q_len, write1 = row0 + 8 < tp.q_len;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int col = b * 64 + i * 8;
+      if (write0) {
+        *reinterpret_cast<uint32_t*>(o0 + col) =
+            Element<T>::pack(o[b][4 * i] * inv.x, o[b][4 * i + 1] * inv.x);
+      }
+      if (write1) {
+        *reinterpret_cast<uint32_t*>(o1 + col) =
+            Element<T>::pack(o[b][4 * i + 2] * inv.y, o[b][4 * i + 3] * inv.y);
+      }
+    }
+  }
+#else
+  __trap();  // built without sm_90a machine code (see prefill_kernel above)
+#endif  // TESSERA_PREFILL_SM90
+}
+
+constexpr int kD256SmemBytes = kBlockM * 256 * 2 + 4 * kD256TileBytes + 1024;  // Q, K/V stages
+
 }  // namespace hopper
 
 template <typename T, int D>
@@ -889,9 +1207,9 @@ gpuError_t launch_prefill(const T* qkv, const T* k_cache, const T* v_cache, int3
                           const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
                           float scale, bool causal, float softcap, int32_t window, T* out,
                           gpuStream_t stream) {
-  // The wgmma kernel exists for d = 64 and 128 (its three K/V stages of 128 keys would not fit in
-  // shared memory at d = 256, nor its accumulators in registers): d = 256 runs the mma.sync one.
-  constexpr bool kHasWgmma = D <= 128;
+  // The wgmma kernels: prefill_kernel at d = 64 and 128, prefill_kernel_d256 at d = 256 (the
+  // former's three K/V stages of 128 keys would not fit in shared memory there, nor its
+  // accumulators in registers).
   // Once per device (d < 64): which kernel runs there (the wgmma one on sm_90, whose sm_90a
   // machine code this file carries; TESSERA_PREFILL_KERNEL=mma picks the mma.sync one anyway, for
   // comparisons), and its more than 48 KiB of dynamic shared memory allowed. 0: not decided yet.
@@ -909,9 +1227,16 @@ gpuError_t launch_prefill(const T* qkv, const T* k_cache, const T* v_cache, int3
     if (err != gpuSuccess) return err;
     const char* force = std::getenv("TESSERA_PREFILL_KERNEL");
     const bool mma = force != nullptr && std::string_view(force) == "mma";
-    kind = kHasWgmma && major == 9 && minor == 0 && !mma ? kWgmma : kMma;
-    if constexpr (kHasWgmma) {
-      if (kind == kWgmma) {
+    kind = major == 9 && minor == 0 && !mma ? kWgmma : kMma;
+    if (kind == kWgmma) {
+      if constexpr (D == 256) {
+        for (auto* kernel : {hopper::prefill_kernel_d256<T, false>,
+                             hopper::prefill_kernel_d256<T, true>}) {
+          err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     hopper::kD256SmemBytes);
+          if (err != gpuSuccess) return err;
+        }
+      } else {
         for (auto* kernel : {hopper::prefill_kernel<T, D, false, false>,
                              hopper::prefill_kernel<T, D, true, false>,
                              hopper::prefill_kernel<T, D, false, true>}) {
@@ -931,17 +1256,31 @@ gpuError_t launch_prefill(const T* qkv, const T* k_cache, const T* v_cache, int3
   const float scale_log2 = scale * 1.4426950408889634f;
   const SoftCapArgs cap = make_soft_cap(scale, softcap);
   if (window < 0) window = 0;
-  if constexpr (kHasWgmma) {
-    if (kind != kMma) {
-      const int query_tiles = (step.max_prefill_q + hopper::kBlockM - 1) / hopper::kBlockM;
-      // j / block_size as (umulhi(j, magic) + j) >> shift for 0 <= j < 2^31, shift = ceil(log2
-      // block_size), magic = floor(2^32 (2^shift - block_size) / block_size) + 1
-      // (Granlund-Montgomery).
-      const int shift =
-          block_size > 1 ? 32 - __builtin_clz(static_cast<uint32_t>(block_size - 1)) : 0;
-      const uint32_t magic = static_cast<uint32_t>(
-          ((uint64_t{1} << 32) * ((uint64_t{1} << shift) - block_size)) / block_size + 1);
-      const dim3 grid(query_tiles, num_heads, step.num_prefill_seqs);
+  if (kind != kMma) {
+    const int query_tiles = (step.max_prefill_q + hopper::kBlockM - 1) / hopper::kBlockM;
+    // j / block_size as (umulhi(j, magic) + j) >> shift for 0 <= j < 2^31, shift = ceil(log2
+    // block_size), magic = floor(2^32 (2^shift - block_size) / block_size) + 1
+    // (Granlund-Montgomery).
+    const int shift =
+        block_size > 1 ? 32 - __builtin_clz(static_cast<uint32_t>(block_size - 1)) : 0;
+    const uint32_t magic = static_cast<uint32_t>(
+        ((uint64_t{1} << 32) * ((uint64_t{1} << shift) - block_size)) / block_size + 1);
+    const dim3 grid(query_tiles, num_heads, step.num_prefill_seqs);
+    if constexpr (D == 256) {
+      // Soft-capped or windowed: the Ext instantiation; no pairs at d = 256 yet.
+      if (cap.on || window > 0) {
+        hopper::prefill_kernel_d256<T, true>
+            <<<grid, hopper::kThreads, hopper::kD256SmemBytes, stream>>>(
+                qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads,
+                scale_log2, causal, cap, window, out);
+      } else {
+        hopper::prefill_kernel_d256<T, false>
+            <<<grid, hopper::kThreads, hopper::kD256SmemBytes, stream>>>(
+                qkv, k_cache, v_cache, block_size, magic, shift, step, num_heads, num_kv_heads,
+                scale_log2, causal, cap, window, out);
+      }
+      return gpuGetLastError();
+    } else {
       // Soft-capped or windowed: the Ext instantiation, unpaired (a windowed query tile's cost no
       // longer grows with its index, which is what the pairs even out), launched plainly as the
       // unpaired plain one is.

@@ -113,8 +113,8 @@ run_kernels() {
 # windowed kernels beside the plain ones.
 run_attn() {
   local start=$(date +%s)
-  # The mma.sync prefill kernel (H100s run it at d = 256 only) once more on the capped and
-  # windowed cases, bf16.
+  # The mma.sync prefill kernel (H100s run wgmma kernels at d = 64, 128 and 256, so only this
+  # forces it there) once more on the capped and windowed cases, bf16.
   for k in default mma; do
     local filter='*Attention*'
     [[ $k == mma ]] && filter='*AttentionSoftCapAndWindow/bf16'

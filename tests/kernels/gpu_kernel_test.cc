@@ -382,6 +382,14 @@ std::vector<AttnCase> attention_cases() {
       cases.push_back({d, h, kv, long_prefill, "long-prefill"});
     }
   }
+  // d = 256 (Gemma 2/3; on H100 its own wgmma prefill kernel: 128-query tiles over 64-key tiles)
+  // at GQA groups 1, 2 and 8: query and key counts that are not multiples of the tiles, chunks
+  // after cached context, more than one key tile per query tile and stage reuse (long prefill).
+  for (auto [h, kv] : std::vector<std::pair<int32_t, int32_t>>{{8, 8}, {16, 8}, {16, 2}}) {
+    cases.push_back({256, h, kv, mixed, "mixed"});
+    cases.push_back({256, h, kv, prefill, "prefill"});
+    cases.push_back({256, h, kv, long_prefill, "long-prefill"});
+  }
   // Head dims and GQA groups the fast kernels leave to the generic kernel.
   cases.push_back({80, 8, 8, mixed, "generic-d80"});
   cases.push_back({64, 32, 2, mixed, "generic-group16"});
