@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/model/tensor_parallel.h"
 #include "runtime/model_instance.h"
 
 namespace tessera {
@@ -230,6 +231,38 @@ TEST(TensorParallel, PlanTableSaysEachStagesRanksAndPerDeviceBytes) {
   for (const DevicePlacement& d : plan.devices) per_device += d.weight_bytes;
   EXPECT_EQ(per_device * 2, plan.weight_bytes);
   EXPECT_EQ(plan.weight_bytes, m->weight_bytes());
+}
+
+TEST(TensorParallel, ShardsSplitOrReplicateTheKvHeads) {
+  ModelConfig c;
+  c.num_heads = 64;
+  c.num_kv_heads = 8;
+  c.intermediate_size = 28672;
+  c.vocab_size = 128257;  // one more than divides by 4: the last rank holds the padding
+  const TensorParallelShard r3 = tensor_parallel_shard(c, 3, 4);
+  EXPECT_EQ(r3.heads, 16);
+  EXPECT_EQ(r3.first_head, 48);
+  EXPECT_EQ(r3.kv_heads, 2);
+  EXPECT_EQ(r3.first_kv_head, 6);
+  EXPECT_EQ(r3.intermediate, 7168);
+  EXPECT_EQ(r3.first_intermediate, 21504);
+  EXPECT_EQ(r3.vocab_rows, 32065);
+  EXPECT_EQ(r3.first_vocab, 96195);
+  EXPECT_EQ(r3.vocab_real, 32062);
+  // 16 ranks over 8 KV heads: each pair of ranks reads, and holds, one.
+  const TensorParallelShard r13 = tensor_parallel_shard(c, 13, 16);
+  EXPECT_EQ(r13.kv_heads, 1);
+  EXPECT_EQ(r13.first_kv_head, 6);
+  c.num_kv_heads = 6;
+  c.num_heads = 24;
+  const absl::Status s = check_tensor_parallel(c, 4);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("4 and the model's 6 key/value heads"), std::string::npos) << s;
+  c.intermediate_size = 1000;
+  c.num_kv_heads = 8;
+  c.num_heads = 16;
+  EXPECT_NE(check_tensor_parallel(c, 16).message().find("intermediate_size 1000"), std::string::npos);
+  EXPECT_NE(check_tensor_parallel(c, 0).message().find("not a positive count"), std::string::npos);
 }
 
 }  // namespace
