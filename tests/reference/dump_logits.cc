@@ -11,7 +11,8 @@
 //   TESSERA_DTYPE=bfloat16|float16 (or bf16|fp16) is the GPU compute dtype, as tesserad's dtype.
 //   TESSERA_DEVICES=0,1 (or all), TESSERA_DEVICE_MAP and TESSERA_MAX_MEMORY split the model as
 //   tesserad's devices / device_map / max_memory keys do; TESSERA_MICRO_BATCHES=N splits steps of
-//   at least N x 256 tokens into N micro-batches (the micro_batches key).
+//   at least N x 256 tokens into N micro-batches (the micro_batches key);
+//   TESSERA_TENSOR_PARALLEL_SIZE=N splits each stage's layers over N devices.
 //   TESSERA_KV_CACHE_BYTES=N sizes the KV cache (default 256 MiB; long prompts of large models
 //   need more).
 //   A PROMPT written "ids:1,2,3" is those token ids, not text (models without a real tokenizer).
@@ -79,6 +80,11 @@ int main(int argc, char** argv) {
   }
   if (const char* map = std::getenv("TESSERA_DEVICE_MAP"); map != nullptr) options.device_map = map;
   if (const char* caps = std::getenv("TESSERA_MAX_MEMORY"); caps != nullptr) options.max_memory = caps;
+  if (const char* tp = std::getenv("TESSERA_TENSOR_PARALLEL_SIZE"); tp != nullptr) {
+    if (!absl::SimpleAtoi(tp, &options.tensor_parallel_size)) {
+      return fail(std::string("TESSERA_TENSOR_PARALLEL_SIZE: not an integer: ") + tp);
+    }
+  }
   if (const char* parts = std::getenv("TESSERA_MICRO_BATCHES"); parts != nullptr) {
     if (!absl::SimpleAtoi(parts, &options.execution.micro_batches)) {
       return fail(std::string("TESSERA_MICRO_BATCHES: not an integer: ") + parts);
