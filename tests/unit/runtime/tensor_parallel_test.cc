@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -231,6 +232,19 @@ TEST(TensorParallel, PlanTableSaysEachStagesRanksAndPerDeviceBytes) {
   for (const DevicePlacement& d : plan.devices) per_device += d.weight_bytes;
   EXPECT_EQ(per_device * 2, plan.weight_bytes);
   EXPECT_EQ(plan.weight_bytes, m->weight_bytes());
+}
+
+// Warmup tunes the GEMMs a rank runs: its share of q/k/v, gate/up and the vocabulary.
+TEST(TensorParallel, WarmupPlansTheGemmsOfOneRank) {
+  std::unique_ptr<ModelInstance> m = load(kFixtures / "llama" / "hf", cpu_options(2, 1, DecodeGraphs::kOff));
+  ASSERT_NE(m, nullptr);
+  absl::StatusOr<std::vector<WarmupGemm>> plan = m->tuning().plan(m->tuning().default_spec());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::set<std::pair<int64_t, int64_t>> nk;  // (out features, in features) of every GEMM
+  for (const WarmupGemm& g : *plan) nk.insert({g.signature.m, g.signature.k});
+  // hidden 64, 4 heads of 16 (2 a rank), 2 KV heads (1 a rank), intermediate 160 (80), vocab 335
+  // (168 rows a rank).
+  EXPECT_EQ(nk, (std::set<std::pair<int64_t, int64_t>>{{64, 64}, {64, 32}, {160, 64}, {64, 80}, {168, 64}}));
 }
 
 TEST(TensorParallel, ShardsSplitOrReplicateTheKvHeads) {
