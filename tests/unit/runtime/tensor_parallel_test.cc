@@ -42,8 +42,10 @@ std::vector<Case> read_cases(const std::filesystem::path& dir, const char* key) 
   return out;
 }
 
-// `ranks` tensor-parallel CPU ranks per stage, over `stages` pipeline stages.
-InstanceOptions cpu_options(int32_t ranks, int32_t stages, DecodeGraphs graphs) {
+// `ranks` tensor-parallel CPU ranks per stage, over `stages` pipeline stages; with `micro_batches`
+// a prefill of at least 2 x 16 tokens flows through the stages in 2 parts.
+InstanceOptions cpu_options(int32_t ranks, int32_t stages, DecodeGraphs graphs,
+                            bool micro_batches = false) {
   InstanceOptions options;
   options.backend.kind = BackendKind::kCpu;
   options.backend.threads = 1;
@@ -51,6 +53,8 @@ InstanceOptions cpu_options(int32_t ranks, int32_t stages, DecodeGraphs graphs) 
   options.device_map = "balanced";
   options.tensor_parallel_size = ranks;
   options.execution.decode_graphs = graphs;
+  options.execution.micro_batches = micro_batches ? 2 : 1;
+  options.execution.min_micro_batch_tokens = 16;
   options.limits.max_batch_tokens = 512;
   options.limits.max_logit_rows = 8;
   options.engine.max_num_seqs = 8;
@@ -129,9 +133,10 @@ struct Split {
   int32_t ranks;
   int32_t stages;
   DecodeGraphs graphs;
+  bool micro_batches = false;
   std::string name() const {
     return "tp" + std::to_string(ranks) + "x" + std::to_string(stages) + "stages" +
-           (graphs == DecodeGraphs::kAlways ? "+graphs" : "");
+           (graphs == DecodeGraphs::kAlways ? "+graphs" : "") + (micro_batches ? "+microbatches" : "");
   }
 };
 
@@ -147,8 +152,10 @@ class TensorParallelFamilies : public ::testing::TestWithParam<std::string> {
     for (const Case& c : cases) want.push_back(prompt_logits(*one, c.prompt));
     one.reset();
     for (const Split& split : {Split{2, 1, DecodeGraphs::kOff}, Split{4, 1, DecodeGraphs::kOff},
-                               Split{2, 2, DecodeGraphs::kOff}, Split{2, 1, DecodeGraphs::kAlways}}) {
-      std::unique_ptr<ModelInstance> m = load(path, cpu_options(split.ranks, split.stages, split.graphs));
+                               Split{2, 2, DecodeGraphs::kOff}, Split{2, 1, DecodeGraphs::kAlways},
+                               Split{2, 2, DecodeGraphs::kAlways, true}}) {
+      std::unique_ptr<ModelInstance> m =
+          load(path, cpu_options(split.ranks, split.stages, split.graphs, split.micro_batches));
       ASSERT_NE(m, nullptr) << split.name();
       EXPECT_EQ(m->tensor_parallel_size(), split.ranks);
       EXPECT_EQ(m->collectives(), "in-process");
@@ -164,6 +171,8 @@ class TensorParallelFamilies : public ::testing::TestWithParam<std::string> {
       for (size_t i = 0; i < cases.size(); ++i) {
         EXPECT_EQ(greedy[i], cases[i].greedy) << split.name() << " prompt " << i;
       }
+      if (split.micro_batches) EXPECT_GT(m->runner().micro_batched_steps(), 0) << split.name();
+      if (split.graphs == DecodeGraphs::kAlways) EXPECT_GT(m->runner().graph_steps(), 0) << split.name();
     }
   }
 };
