@@ -71,6 +71,7 @@ using gpuDeviceProp = hipDeviceProp_t;
 #define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
 #define gpuDeviceEnablePeerAccess hipDeviceEnablePeerAccess
 #define gpuMemcpyPeerAsync hipMemcpyPeerAsync
+#define gpuMemcpy2DAsync hipMemcpy2DAsync
 #define gpuStreamWaitEvent hipStreamWaitEvent
 using gpuGraph_t = hipGraph_t;
 using gpuGraphExec_t = hipGraphExec_t;
@@ -131,6 +132,7 @@ using gpuDeviceProp = cudaDeviceProp;
 #define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
 #define gpuDeviceEnablePeerAccess cudaDeviceEnablePeerAccess
 #define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
+#define gpuMemcpy2DAsync cudaMemcpy2DAsync
 #define gpuStreamWaitEvent cudaStreamWaitEvent
 using gpuGraph_t = cudaGraph_t;
 using gpuGraphExec_t = cudaGraphExec_t;

@@ -63,6 +63,13 @@ class GpuBackend final : public Backend {
   TunableGemm* tunable_gemm() override { return tunable_gemm_.get(); }
 
   gpuStream_t stream() const { return stream_; }
+  int device() const { return device_; }
+  // Makes this backend's GPU the calling thread's current device (several GpuBackends of one
+  // process share the thread: each entry point that calls the runtime selects its own).
+  void make_current() const;
+  // Enables direct access from this GPU to `peer`'s memory once, when the hardware allows it;
+  // without it the driver stages peer copies through host memory. Call with this GPU current.
+  void enable_peer_access(int peer);
   // The current step's metadata on the device, for benchmarks that call kernels directly.
   const gpu::DeviceStep& device_step() const { return step_; }
   int multiprocessors() const { return multiprocessors_; }
@@ -73,12 +80,6 @@ class GpuBackend final : public Backend {
  private:
   GpuBackend(int device, DType dtype) : device_(device), dtype_(dtype) {}
   absl::Status init();
-  // Makes this backend's GPU the calling thread's current device (several GpuBackends of one
-  // process share the thread: each entry point that calls the runtime selects its own).
-  void make_current() const;
-  // Enables direct access from this GPU to `peer`'s memory once, when the hardware allows it;
-  // without it the driver stages peer copies through host memory.
-  void enable_peer_access(int peer);
   // Host fp32 -> device `dst` (fp32, bf16 or fp16) through the pinned staging and f32 scratch
   // buffers. `check`: the conversion to 16 bits also runs the weight check (arm_weight_check
   // first, read_weight_check after).

@@ -27,5 +27,8 @@ int bench_kernels_command(int argc, char** argv);
 // tessera bench gemm [flags]: Llama-3-8B GEMM timings, library default vs tuned (GPU builds; in
 // `tessera`, not tessera_tools_lib).
 int bench_gemm_command(int argc, char** argv);
+// tessera bench all-reduce [flags]: the tensor-parallel all-reduce, NCCL vs the one-shot kernel,
+// per message size (GPU builds; in `tessera`, not tessera_tools_lib).
+int bench_all_reduce_command(int argc, char** argv);
 
 }  // namespace tessera::cli

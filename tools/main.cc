@@ -31,6 +31,8 @@ void usage() {
                "                      tune the served model's GEMMs, with a progress bar\n"
                "  bench kernels [--device N] [--json PATH]   (GPU builds: attention kernel timings)\n"
                "  bench gemm [--device N] [--json PATH] [--m LIST]   (GPU builds: GEMM timings)\n"
+               "  bench all-reduce [--devices 0,1] [--json PATH] [--sizes LIST]\n"
+               "                      (GPU builds: NCCL vs one-shot all-reduce timings)\n"
                "  bench serve [--server HOST:PORT] [--concurrency N | --request-rate R]\n"
                "      [--num-requests N] [--duration S] [--prompt-len DIST] [--output-len DIST]\n"
                "      [--seed S] [--json FILE]\n"
@@ -62,6 +64,9 @@ int main(int argc, char** argv) {
   }
   if (command == "bench" && argc > 2 && std::string(argv[2]) == "gemm") {
     return tessera::cli::bench_gemm_command(argc - 3, argv + 3);
+  }
+  if (command == "bench" && argc > 2 && std::string(argv[2]) == "all-reduce") {
+    return tessera::cli::bench_all_reduce_command(argc - 3, argv + 3);
   }
   if (run != nullptr) return run(argc - 2, argv + 2);
   std::fprintf(stderr, "tessera: unknown command '%s'\n", command.c_str());

@@ -1,0 +1,205 @@
+// tessera bench all-reduce: the tensor-parallel all-reduce over GPUs of this host, through NCCL and
+// through the one-shot peer-memory kernel (kernels/gpu_communicator.h), per message size: a
+// decode step's hidden rows (bf16 rows of 4096 or 8192) up to prefill sizes. The group is made as
+// the daemon makes it (auto: the one-shot kept below the size where it stops beating NCCL,
+// measured at creation); each size is then timed through both paths, one host thread per rank:
+// per-op device events after a warm-up, the median over the iterations, the slowest rank's.
+// Prints a table, writes JSON.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "base/dtype.h"
+#include "tools/cli_args.h"
+#include "tools/command_support.h"
+#include "tools/commands.h"
+#include "tools/text_table.h"
+
+#if defined(TESSERA_WITH_GPU)
+#include "kernels/gpu_backend.h"
+#include "kernels/gpu_communicator.h"
+#endif
+
+namespace tessera::cli {
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tessera bench all-reduce [--devices 0,1,...] [--json PATH] [--sizes 4K,64K,1M,...]\n"
+    "                                [--dtype bf16|f16|f32] [--iterations N]\n"
+    "  Times the tensor-parallel all-reduce per message size (bytes; K and M suffixes are KiB\n"
+    "  and MiB): NCCL, the one-shot peer-memory kernel, and which one the daemon would use.\n"
+    "  --devices defaults to every visible GPU; TESSERA_ALL_REDUCE and TESSERA_NCCL_LIBRARY "
+    "apply.\n";
+
+// A decode step's rows of 4096 and 8192 bf16 (1 .. 256 rows), then prefill-sized messages.
+constexpr char kDefaultSizes[] = "4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,16M,64M";
+
+int fail(const absl::Status& s) {
+  std::fprintf(stderr, "tessera bench all-reduce: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+absl::StatusOr<std::vector<size_t>> parse_sizes(const std::string& text) {
+  std::vector<size_t> out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    size_t scale = 1;
+    if (!part.empty() && (part.back() == 'K' || part.back() == 'k')) scale = size_t{1} << 10;
+    if (!part.empty() && (part.back() == 'M' || part.back() == 'm')) scale = size_t{1} << 20;
+    if (scale != 1) part.remove_suffix(1);
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 1) {
+      return absl::InvalidArgumentError("--sizes: \"" + text +
+                                        "\" is not a comma-separated list of byte counts (4K, 1M)");
+    }
+    out.push_back(static_cast<size_t>(v) * scale);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int>> parse_devices(const std::string& text) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 0) {
+      return absl::InvalidArgumentError("--devices: \"" + text +
+                                        "\" is not a comma-separated list of GPU numbers");
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+#if defined(TESSERA_WITH_GPU)
+
+std::string human_bytes(size_t b) {
+  if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0)
+    return absl::StrFormat("%zu MiB", b >> 20);
+  if (b >= 1024 && b % 1024 == 0) return absl::StrFormat("%zu KiB", b >> 10);
+  return absl::StrFormat("%zu B", b);
+}
+
+// "16" when bytes are a whole number of rows of `width` 16-bit elements, else "".
+std::string rows_of(size_t bytes, size_t width) {
+  return bytes % (2 * width) == 0 ? std::to_string(bytes / (2 * width)) : "";
+}
+
+int run(std::vector<int> devices, const std::string& json_path, const std::vector<size_t>& sizes,
+        DType dtype, int iterations) {
+  if (devices.empty()) {
+    for (int d = 0; d < GpuBackend::device_count(); ++d) devices.push_back(d);
+  }
+  if (devices.size() < 2) {
+    return fail(absl::FailedPreconditionError(absl::StrFormat(
+        "an all-reduce needs 2 GPUs or more; %d visible", GpuBackend::device_count())));
+  }
+  std::vector<std::unique_ptr<GpuBackend>> owned;
+  std::vector<GpuBackend*> ranks;
+  for (int d : devices) {
+    auto b = GpuBackend::create(d, dtype == DType::kF16 ? DType::kF16 : DType::kBF16);
+    if (!b.ok()) return fail(b.status());
+    ranks.push_back(b->get());
+    owned.push_back(*std::move(b));
+  }
+  auto comms = create_gpu_communicators(ranks);
+  if (!comms.ok()) return fail(comms.status());
+  std::vector<Communicator*> group;
+  for (auto& c : *comms) group.push_back(c.get());
+  const std::string described = group[0]->describe();
+  const size_t limit = one_shot_limit(*group[0]);
+  auto timings = time_all_reduce(group, sizes, dtype, iterations);
+  if (!timings.ok()) return fail(timings.status());
+
+  std::string names;
+  for (GpuBackend* b : ranks) names += (names.empty() ? "" : ", ") + b->name();
+  std::printf("%zu ranks: %s\nall-reduce: %s\n%s, median of %d ops per size, slowest rank\n\n",
+              ranks.size(), names.c_str(), described.c_str(),
+              std::string(dtype_name(dtype)).c_str(), iterations);
+  TextTable table({{"bytes", true},
+                   {"size", true},
+                   {"rows x4096", true},
+                   {"rows x8192", true},
+                   {"NCCL us", true},
+                   {"one-shot us", true},
+                   {"NCCL / one-shot", true},
+                   {"chosen"}});
+  nlohmann::json rows = nlohmann::json::array();
+  for (const AllReduceTiming& t : *timings) {
+    const bool has_one_shot = t.one_shot_us >= 0;
+    const std::string chosen = limit > 0 && t.bytes <= limit ? "one-shot" : "nccl";
+    table.add_row({std::to_string(t.bytes), human_bytes(t.bytes), rows_of(t.bytes, 4096),
+                   rows_of(t.bytes, 8192), absl::StrFormat("%.1f", t.nccl_us),
+                   has_one_shot ? absl::StrFormat("%.1f", t.one_shot_us) : "-",
+                   has_one_shot ? absl::StrFormat("%.2f", t.nccl_us / t.one_shot_us) : "-",
+                   chosen});
+    nlohmann::json row = {{"bytes", t.bytes}, {"nccl_us", t.nccl_us}, {"chosen", chosen}};
+    if (has_one_shot) row["one_shot_us"] = t.one_shot_us;
+    rows.push_back(row);
+  }
+  std::printf("%s\n", table.render().c_str());
+  for (GpuBackend* b : ranks) {
+    if (absl::Status s = b->synchronize(); !s.ok()) return fail(s);
+  }
+  if (!json_path.empty()) {
+    nlohmann::json report = {{"devices", names},
+                             {"ranks", ranks.size()},
+                             {"all_reduce", described},
+                             {"one_shot_limit_bytes", limit},
+                             {"dtype", std::string(dtype_name(dtype))},
+                             {"iterations", iterations},
+                             {"sizes", rows}};
+    std::ofstream(json_path) << report.dump(2) << "\n";
+  }
+  comms->clear();  // before the backends
+  return 0;
+}
+
+#endif  // TESSERA_WITH_GPU
+
+}  // namespace
+
+int bench_all_reduce_command(int argc, char** argv) {
+  auto args =
+      Args::parse(argc, argv, {"devices", "json", "sizes", "dtype", "iterations"}, {"help"});
+  if (!args.ok()) return fail(args.status());
+  if (args->has("help")) return print_usage(kUsage);
+  std::vector<int> devices;
+  if (args->has("devices")) {
+    auto d = parse_devices(args->get("devices"));
+    if (!d.ok()) return fail(d.status());
+    devices = *d;
+  }
+  auto sizes = parse_sizes(args->get("sizes", kDefaultSizes));
+  if (!sizes.ok()) return fail(sizes.status());
+  const std::string dtype_text = args->get("dtype", "bf16");
+  DType dtype = DType::kBF16;
+  if (dtype_text == "f16" || dtype_text == "fp16") {
+    dtype = DType::kF16;
+  } else if (dtype_text == "f32" || dtype_text == "fp32") {
+    dtype = DType::kF32;
+  } else if (dtype_text != "bf16") {
+    return fail(absl::InvalidArgumentError("--dtype: bf16, f16 or f32"));
+  }
+  auto iterations = args->get_int("iterations", 200);
+  if (!iterations.ok()) return fail(iterations.status());
+  if (*iterations < 1) return fail(absl::InvalidArgumentError("--iterations: at least 1"));
+#if defined(TESSERA_WITH_GPU)
+  return run(devices, args->get("json"), *sizes, dtype, static_cast<int>(*iterations));
+#else
+  (void)devices;
+  (void)dtype;
+  return fail(absl::FailedPreconditionError(
+      "this tessera was built without a GPU backend (TESSERA_GPU=off); nothing to time"));
+#endif
+}
+
+}  // namespace tessera::cli
