@@ -10,6 +10,7 @@
 
 #if defined(TESSERA_WITH_GPU)
 #include "kernels/gpu_backend.h"
+#include "kernels/gpu_communicator.h"
 #endif
 
 namespace tessera {
@@ -69,8 +70,14 @@ namespace {
 
 absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> create_gpu_group(
     std::span<Backend* const> ranks) {
-  return absl::UnimplementedError(str_cat("tensor parallelism over ", ranks.size(),
-                                          " GPUs: this build has no GPU communicator yet"));
+#if defined(TESSERA_WITH_GPU)
+  std::vector<GpuBackend*> gpus;
+  for (Backend* b : ranks) gpus.push_back(static_cast<GpuBackend*>(b));
+  return create_gpu_communicators(gpus);
+#else
+  (void)ranks;
+  return absl::InternalError("GPU backends in a build without a GPU backend");
+#endif
 }
 
 absl::Status built_without_gpu_error() {

@@ -340,9 +340,10 @@ PY
 # weight-bandwidth roofline.
 run_tp() {
   export NCCL_NVLS_ENABLE=0
+  # NCCL: the one PyTorch's wheel ships (nvidia-nccl-cu13).
   local nccl
-  nccl=$(python3 -c 'import nvidia.nccl as n; import os; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null) \
-    && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl"
+  nccl=$(python3 -c 'import glob, site; print(next(iter(sorted(p for d in site.getsitepackages() for p in glob.glob(d + "/nvidia/nccl/lib"))), ""))')
+  [[ -n $nccl ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl"
   if [[ ${TP_PART:-8b} == 8b ]]; then
     local model=/dev/shm/llama8b
     MODEL=$model
