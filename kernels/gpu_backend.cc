@@ -664,6 +664,13 @@ uint64_t GpuBackend::solutions_version() const {
   return gemm_solutions_ != nullptr ? gemm_solutions_->version() : 0;
 }
 
+void GpuBackend::release_graphs() {
+  make_current();
+  (void)gpuStreamSynchronize(stream_);
+  for (auto& [key, graph] : graphs_) drop_graph(graph);
+  graphs_.clear();
+}
+
 void GpuBackend::drop_graph(StepGraph& g) {
   if (g.exec != nullptr) (void)gpuGraphExecDestroy(g.exec);
   g.exec = nullptr;

@@ -60,6 +60,7 @@ class GpuBackend final : public Backend {
   bool records_graphs() const override { return true; }
   void begin_graph_step(const StepBatch& batch, int32_t max_context) override;
   absl::Status run_graph(uint64_t key, absl::FunctionRef<void()> ops) override;
+  void release_graphs() override;
   TunableGemm* tunable_gemm() override { return tunable_gemm_.get(); }
 
   gpuStream_t stream() const { return stream_; }

@@ -161,6 +161,11 @@ class Backend {
     ops();
     return absl::OkStatus();
   }
+  // Drops every recording, after the work queued so far (the next run of a key records again).
+  // Before a tensor-parallel group's communicators go: NCCL keeps the work its recorded
+  // collectives hold until their graphs are destroyed, and a communicator destroyed first waits
+  // for them.
+  virtual void release_graphs() {}
 
   // --- GEMM tuning (runtime/tuning/) --------------------------------------------------------
   // This backend's GEMM algorithms, for the tuner; nullptr when it has nothing to tune.

@@ -77,6 +77,9 @@ std::string ModelInstance::collectives() const {
 
 ModelInstance::~ModelInstance() {
   if (engine_) engine_->shutdown(absl::CancelledError("model unloaded"));
+  // Recordings that hold collectives go before the communicators, which wait for them.
+  for (const std::unique_ptr<Backend>& b : backends_) b->release_graphs();
+  communicators_.clear();
 }
 
 absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::string& path,
