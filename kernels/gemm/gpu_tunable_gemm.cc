@@ -1,6 +1,7 @@
 #include "kernels/gemm/gpu_tunable_gemm.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/element_dispatch.h"
 #include "kernels/gpu_ops.h"
@@ -59,14 +60,22 @@ absl::StatusOr<std::unique_ptr<GpuTunableGemm>> GpuTunableGemm::create(int devic
   t->validators_.emplace_back(std::string(kValidatorDeviceName), prop.name);
   GPU_CHECK(gpuEventCreate(&t->start_));
   GPU_CHECK(gpuEventCreate(&t->stop_));
+  GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&t->compare_result_), sizeof(OutputCompareResult)));
   return t;
 }
 
 GpuTunableGemm::~GpuTunableGemm() {
+  {
+    std::lock_guard<std::mutex> lock(prefetch_mu_);
+    wait_prefetch_locked();
+  }
   (void)select_device();
   release();
+  lister_.reset();
   if (start_ != nullptr) (void)gpuEventDestroy(start_);
   if (stop_ != nullptr) (void)gpuEventDestroy(stop_);
+  for (gpuEvent_t e : events_) (void)gpuEventDestroy(e);
+  if (compare_result_ != nullptr) (void)gpuFree(compare_result_);
   gemm_.reset();
   if (stream_ != nullptr) (void)gpuStreamDestroy(stream_);
 }
@@ -76,9 +85,64 @@ absl::Status GpuTunableGemm::select_device() const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<GpuTunableGemm::Listing> GpuTunableGemm::list(Gemm& gemm, const GemmShape& shape) {
+  Listing l;
+  TESSERA_ASSIGN_OR_RETURN(const auto found, gemm.candidates(shape));
+  l.names.reserve(found.size());
+  for (const auto& c : found) {
+    l.names.push_back(c.name);
+    // One the library rejects now is resolved again, and reported, when it is run.
+    if (absl::StatusOr<Gemm::Solution> s = gemm.resolve(shape, c.name); s.ok()) {
+      l.solutions.emplace(c.name, *std::move(s));
+    }
+  }
+  return l;
+}
+
+void GpuTunableGemm::wait_prefetch_locked() {
+  if (prefetch_.valid()) prefetch_.wait();
+}
+
+void GpuTunableGemm::prefetch_candidates(const GemmSignature& sig) {
+  absl::StatusOr<GemmShape> shape = shape_of(sig);
+  if (!shape.ok()) return;
+  std::lock_guard<std::mutex> lock(prefetch_mu_);
+  if (prefetch_shape_ == *shape && prefetch_.valid()) return;
+  wait_prefetch_locked();  // one listing at a time: lister_ is not shared
+  prefetch_ = {};
+  prefetch_shape_.reset();
+  if (lister_ == nullptr) {
+    if (!select_device().ok() || !Gemm::create(&lister_).ok()) {
+      lister_.reset();
+      return;
+    }
+  }
+  prefetch_shape_ = *shape;
+  prefetch_ = std::async(std::launch::async, [this, shape = *shape]() -> absl::StatusOr<Listing> {
+    TESSERA_RETURN_IF_ERROR(select_device());
+    return list(*lister_, shape);
+  });
+}
+
 absl::StatusOr<std::vector<std::string>> GpuTunableGemm::candidates(const GemmSignature& sig) {
-  TESSERA_RETURN_IF_ERROR(select_device());
   TESSERA_ASSIGN_OR_RETURN(const GemmShape shape, shape_of(sig));
+  std::future<absl::StatusOr<Listing>> pending;
+  {
+    std::lock_guard<std::mutex> lock(prefetch_mu_);
+    if (prefetch_shape_ == shape && prefetch_.valid()) {
+      pending = std::move(prefetch_);
+      prefetch_shape_.reset();
+    }
+  }
+  if (pending.valid()) {
+    absl::StatusOr<Listing> l = pending.get();
+    if (l.ok()) {
+      listed_shape_ = shape;
+      listed_solutions_ = std::move(l->solutions);
+      return std::move(l->names);
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(select_device());
   TESSERA_ASSIGN_OR_RETURN(const auto found, gemm_->candidates(shape));
   std::vector<std::string> names;
   names.reserve(found.size());
@@ -100,6 +164,9 @@ absl::Status GpuTunableGemm::prepare(const GemmSignature& sig, int copies) {
   release();
   TESSERA_RETURN_IF_ERROR(select_device());
   shape_ = shape;
+  if (listed_shape_ == shape) resolved_ = std::move(listed_solutions_);
+  listed_shape_.reset();
+  listed_solutions_.clear();
   const size_t w_elems = static_cast<size_t>(shape.n) * shape.k;
   const size_t x_elems = static_cast<size_t>(shape.m) * shape.k;
   const size_t out_bytes = static_cast<size_t>(shape.m) * shape.n * shape.out_element_bytes();
@@ -194,7 +261,7 @@ absl::StatusOr<double> GpuTunableGemm::time_ms(std::string_view name, int64_t it
 }
 
 void GpuTunableGemm::release() {
-  if (copies_.empty()) {
+  if (copies_.empty() && reference_ == nullptr) {
     resolved_.clear();
     prepared_ = false;
     return;
@@ -203,8 +270,105 @@ void GpuTunableGemm::release() {
   (void)gpuStreamSynchronize(stream_);
   for (Operands& o : copies_) (void)gpuFree(o.base);
   copies_.clear();
+  if (reference_ != nullptr) (void)gpuFree(reference_);
+  reference_ = nullptr;
   resolved_.clear();
   prepared_ = false;
+}
+
+absl::Status GpuTunableGemm::keep_reference(int copy) {
+  TESSERA_RETURN_IF_ERROR(check_copy(copy));
+  TESSERA_RETURN_IF_ERROR(select_device());
+  const size_t bytes = static_cast<size_t>(shape_.m) * shape_.n * shape_.out_element_bytes();
+  if (reference_ == nullptr) GPU_CHECK(gpuMalloc(&reference_, bytes));
+  const Operands& o = copies_[copy];
+  GPU_CHECK(gpuMemcpyAsync(reference_, o.out, bytes, gpuMemcpyDeviceToDevice, stream_));
+  GPU_CHECK(gpuMemsetAsync(o.out, 0xff, bytes, stream_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<OutputComparison> GpuTunableGemm::compare_output(int copy, double rtol,
+                                                                double atol) {
+  TESSERA_RETURN_IF_ERROR(check_copy(copy));
+  if (reference_ == nullptr) {
+    return absl::FailedPreconditionError("GEMM tuning: no reference output kept");
+  }
+  TESSERA_RETURN_IF_ERROR(select_device());
+  const Operands& o = copies_[copy];
+  const int64_t count = shape_.m * shape_.n;
+  GPU_CHECK(gpuMemsetAsync(compare_result_, 0, sizeof(OutputCompareResult), stream_));
+  GPU_CHECK(gpu::compare_output(o.out, reference_, count, shape_.out == GemmDType::kF32,
+                                shape_.out == GemmDType::kF16, static_cast<float>(rtol),
+                                static_cast<float>(atol), compare_result_, stream_));
+  OutputCompareResult r;
+  GPU_CHECK(gpuMemcpyAsync(&r, compare_result_, sizeof(r), gpuMemcpyDeviceToHost, stream_));
+  GPU_CHECK(gpuMemsetAsync(o.out, 0xff, static_cast<size_t>(count) * shape_.out_element_bytes(),
+                           stream_));
+  GPU_CHECK(gpuStreamSynchronize(stream_));
+  OutputComparison c;
+  float max_error = 0.0f;
+  std::memcpy(&max_error, &r.max_error_bits, sizeof(max_error));
+  c.max_error = max_error;
+  c.within = r.outside == 0;
+  return c;
+}
+
+std::vector<absl::StatusOr<double>> GpuTunableGemm::time_each(
+    const std::vector<std::string>& solutions, int64_t iterations) {
+  const size_t n = solutions.size();
+  auto all = [n](const absl::Status& s) { return std::vector<absl::StatusOr<double>>(n, s); };
+  if (absl::Status s = check_copy(0); !s.ok()) return all(s);
+  if (iterations < 1) {
+    return all(absl::InvalidArgumentError(
+        str_cat("GEMM tuning: iterations is ", iterations, ", expected >= 1")));
+  }
+  if (absl::Status s = select_device(); !s.ok()) return all(s);
+  while (events_.size() < 2 * n) {
+    gpuEvent_t e = nullptr;
+    if (absl::Status s = GPU_STATUS(gpuEventCreate(&e)); !s.ok()) return all(s);
+    events_.push_back(e);
+  }
+  std::vector<absl::StatusOr<double>> out(n, absl::InternalError("GEMM tuning: not timed"));
+  std::vector<bool> launched(n, false);
+  const bool may_skip_warm = shape_.m > kWarmDecodeTokens;
+  const std::string dtypes =
+      str_cat(gemm_dtype_name(shape_.dtype), "/", gemm_dtype_name(shape_.out), "/");
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<const Gemm::Solution*> s = solution(solutions[i]);
+    if (!s.ok()) {
+      out[i] = s.status();
+      continue;
+    }
+    const std::string key = str_cat(dtypes, solutions[i]);
+    const bool warm = !may_skip_warm || solutions[i] == kDefaultSolution || warmed_.count(key) == 0;
+    const Operands& o0 = copies_[0];
+    absl::Status ran = warm ? gemm_->run(**s, shape_, o0.x, o0.w, o0.out, stream_)
+                            : absl::OkStatus();
+    if (ran.ok()) ran = GPU_STATUS(gpuEventRecord(events_[2 * i], stream_));
+    for (int64_t it = 0; ran.ok() && it < iterations; ++it) {
+      const Operands& o = copies_[it % copies_.size()];
+      ran = gemm_->run(**s, shape_, o.x, o.w, o.out, stream_);
+    }
+    if (ran.ok()) ran = GPU_STATUS(gpuEventRecord(events_[2 * i + 1], stream_));
+    if (!ran.ok()) {
+      out[i] = ran;
+      continue;
+    }
+    launched[i] = true;
+    warmed_.insert(key);
+  }
+  if (absl::Status s = GPU_STATUS(gpuStreamSynchronize(stream_)); !s.ok()) return all(s);
+  for (size_t i = 0; i < n; ++i) {
+    if (!launched[i]) continue;
+    float ms = 0.0f;
+    if (absl::Status s = GPU_STATUS(gpuEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]));
+        !s.ok()) {
+      out[i] = s;
+      continue;
+    }
+    out[i] = static_cast<double>(ms) / static_cast<double>(iterations);
+  }
+  return out;
 }
 
 }  // namespace tessera::gpu

@@ -9,8 +9,11 @@
 // ("Default") is always a candidate and is the reference the others are checked against.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,6 +36,31 @@ inline constexpr std::string_view kValidatorRocmVersion = "ROCM_VERSION";
 inline constexpr std::string_view kValidatorBlasLtVersion = "BLASLT_VERSION";
 inline constexpr std::string_view kValidatorGpuArch = "GPU_ARCH";
 inline constexpr std::string_view kValidatorDeviceName = "DEVICE_NAME";
+
+// One output against the reference, element-wise (TunableGemm::compare_output).
+struct OutputComparison {
+  double max_error = 0;  // the largest |x - ref|; infinity when any is NaN
+  bool within = true;    // every |x - ref| <= atol + rtol * |ref| (a NaN never is)
+};
+
+// The host's comparison of two outputs, as above; outputs of different sizes are never within.
+inline OutputComparison compare_outputs(const std::vector<float>& out,
+                                        const std::vector<float>& ref, double rtol, double atol) {
+  OutputComparison c;
+  if (out.size() != ref.size()) {
+    c.within = false;
+    c.max_error = std::numeric_limits<double>::infinity();
+    return c;
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double r = ref[i];
+    const double err = std::fabs(static_cast<double>(out[i]) - r);
+    if (!(err <= atol + rtol * std::fabs(r))) c.within = false;
+    c.max_error = std::isnan(err) ? std::numeric_limits<double>::infinity()
+                                  : std::max(c.max_error, err);
+  }
+  return c;
+}
 
 class TunableGemm {
  public:
@@ -63,6 +91,46 @@ class TunableGemm {
   virtual absl::StatusOr<double> time_ms(std::string_view solution, int64_t iterations) = 0;
   // Frees what prepare() allocated.
   virtual void release() = 0;
+
+  // The calls below have host-side definitions in terms of the ones above; a device overrides
+  // them to keep the work on the device (no output copied back, no wait per candidate).
+
+  // Keeps operand set `copy`'s output (what the last run() on it wrote) as the reference that
+  // compare_output() compares with, until the next prepare().
+  virtual absl::Status keep_reference(int copy) {
+    absl::StatusOr<std::vector<float>> out = output(copy);
+    if (!out.ok()) return out.status();
+    host_reference_ = *std::move(out);
+    return absl::OkStatus();
+  }
+  // Operand set `copy`'s output against the kept reference (see OutputComparison). Like
+  // output(), leaves that output poisoned, so that the next comparison sees only what a later
+  // run() wrote.
+  virtual absl::StatusOr<OutputComparison> compare_output(int copy, double rtol, double atol) {
+    absl::StatusOr<std::vector<float>> out = output(copy);
+    if (!out.ok()) return out.status();
+    return compare_outputs(*out, host_reference_, rtol, atol);
+  }
+  // Rough timings of many candidates in one pass: for each solution, one untimed call on operand
+  // set 0 (its first launch may load its kernels; a device may leave the call out for a
+  // solution whose kernels it has run before), then time_ms(solution, iterations). One result
+  // per solution, in order; a failing solution's error in its place.
+  virtual std::vector<absl::StatusOr<double>> time_each(const std::vector<std::string>& solutions,
+                                                        int64_t iterations) {
+    std::vector<absl::StatusOr<double>> out;
+    out.reserve(solutions.size());
+    for (const std::string& s : solutions) {
+      absl::Status warm = run(s, 0);
+      out.push_back(warm.ok() ? time_ms(s, iterations) : absl::StatusOr<double>(warm));
+    }
+    return out;
+  }
+  // A hint that `sig` is likely the next signature prepared: a device may list (and check) its
+  // candidates in the background meanwhile. candidates() still answers for any signature.
+  virtual void prefetch_candidates(const GemmSignature& sig) { (void)sig; }
+
+ private:
+  std::vector<float> host_reference_;  // keep_reference()'s, for the host-side definitions
 };
 
 class GemmSolutionSource {

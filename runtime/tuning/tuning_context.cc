@@ -113,7 +113,7 @@ GemmTuneReport TuningContext::tune_locked(const GemmSignature& sig) {
   r.device = ordinal_;
   r.signature = sig;
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<TuneOutcome> outcome = tune_gemm(*gemm_, sig, config_);
+  absl::StatusOr<TuneOutcome> outcome = tune_gemm(*gemm_, sig, config_, &history_);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!outcome.ok()) {
@@ -129,8 +129,14 @@ GemmTuneReport TuningContext::tune_locked(const GemmSignature& sig) {
   results_.insert(sig, TunedSolution{outcome->best, outcome->best_ms});
   {
     std::lock_guard<std::mutex> stats(stats_mu_);
-    ++shapes_tuned_;
-    tuning_seconds_ += seconds;
+    ++tuned_.shapes_tuned;
+    tuned_.tuning_seconds += seconds;
+    tuned_.phases.list += outcome->phases.list;
+    tuned_.phases.prepare += outcome->phases.prepare;
+    tuned_.phases.rough += outcome->phases.rough;
+    tuned_.phases.final += outcome->phases.final;
+    tuned_.candidates += outcome->candidates.size();
+    tuned_.rough_timed += static_cast<uint64_t>(outcome->rough_timed);
     gains_[sig] = r.gain;
   }
   if (absl::Status s = ResultsFile::save(path_, validators_, results_.snapshot()); !s.ok()) {
@@ -140,13 +146,19 @@ GemmTuneReport TuningContext::tune_locked(const GemmSignature& sig) {
   return r;
 }
 
+void TuningContext::prefetch(const GemmSignature& sig, bool force) {
+  if (!force && results_.find(sig)) return;
+  gemm_->prefetch_candidates(sig);
+}
+
 GemmTuningCounters TuningContext::counters() const {
   GemmTuningCounters c;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    c = tuned_;
+  }
   c.hits = hits_.load(std::memory_order_relaxed);
   c.misses = misses_.load(std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  c.shapes_tuned = shapes_tuned_;
-  c.tuning_seconds = tuning_seconds_;
   return c;
 }
 

@@ -58,6 +58,9 @@ struct GemmTuningCounters {
   uint64_t misses = 0;        // solution_for found nothing (answered the default or tuned)
   uint64_t shapes_tuned = 0;  // GEMMs tuned in this process
   double tuning_seconds = 0;  // time spent tuning them
+  TunePhases phases;          // ...and where it went
+  uint64_t candidates = 0;    // candidates listed for them
+  uint64_t rough_timed = 0;   // of which rough-timed (the rest skipped, see TuneHistory)
 };
 
 class TuningContext final : public GemmSolutionSource {
@@ -78,6 +81,9 @@ class TuningContext final : public GemmSolutionSource {
   // caller holds it), unless it has a result and `force` is false; saves the file after tuning.
   // Tunes in any mode: the caller decides whether tuning is wanted.
   GemmTuneReport tune(const GemmSignature& sig, bool force);
+  // A hint that tune(sig) comes next (TunableGemm::prefetch_candidates), unless `sig` has a
+  // result and `force` is false. Thread-safe; does not wait for the tuner.
+  void prefetch(const GemmSignature& sig, bool force);
 
   int ordinal() const { return ordinal_; }
   const std::string& path() const { return path_; }
@@ -107,12 +113,12 @@ class TuningContext final : public GemmSolutionSource {
   // One tuning at a time per device: the TunableGemm holds one signature's operands.
   std::mutex tuner_mu_;
   std::set<GemmSignature> failed_;  // tune-on-miss failures, not retried (tuner_mu_)
+  TuneHistory history_;             // rough timings so far, by GEMM family (tuner_mu_)
 
   std::atomic<uint64_t> hits_{0};
   std::atomic<uint64_t> misses_{0};
   mutable std::mutex stats_mu_;
-  uint64_t shapes_tuned_ = 0;
-  double tuning_seconds_ = 0;
+  GemmTuningCounters tuned_;  // shapes_tuned, tuning_seconds, phases, candidates, rough_timed
   std::map<GemmSignature, double> gains_;
 };
 

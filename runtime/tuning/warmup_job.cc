@@ -66,8 +66,16 @@ WarmupJob::~WarmupJob() {
 }
 
 void WarmupJob::run_device(TuningContext* context, bool head) {
-  for (const WarmupGemm& g : plan_) {
+  const GemmTuningCounters before = context->counters();
+  for (size_t i = 0; i < plan_.size(); ++i) {
+    const WarmupGemm& g = plan_[i];
     if (!head && is_head_gemm(g)) continue;
+    // The next GEMM's candidates are listed in the background while this one is timed.
+    for (size_t j = i + 1; j < plan_.size(); ++j) {
+      if (!head && is_head_gemm(plan_[j])) continue;
+      if (!cancelled_.load(std::memory_order_acquire)) context->prefetch(plan_[j].signature, options_.force);
+      break;
+    }
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     const bool cancelled = cancelled_.load(std::memory_order_acquire);
@@ -94,6 +102,18 @@ void WarmupJob::run_device(TuningContext* context, bool head) {
                    report.message);
     }
     record(std::move(report));
+  }
+  const GemmTuningCounters after = context->counters();
+  if (after.shapes_tuned > before.shapes_tuned) {
+    spdlog::info("warmup: device {}: {} GEMMs tuned in {:.1f} s: listing candidates {:.1f} s, "
+                 "operands {:.1f} s, rough timings {:.1f} s ({} of {} candidates; the rest "
+                 "skipped after neighbouring GEMMs), checks and full timings {:.1f} s",
+                 context->ordinal(), after.shapes_tuned - before.shapes_tuned,
+                 after.tuning_seconds - before.tuning_seconds,
+                 after.phases.list - before.phases.list,
+                 after.phases.prepare - before.phases.prepare,
+                 after.phases.rough - before.phases.rough, after.rough_timed - before.rough_timed,
+                 after.candidates - before.candidates, after.phases.final - before.phases.final);
   }
   device_finished();
 }

@@ -540,6 +540,75 @@ TEST_P(GpuGemmTest, NumericsCheckRejectsAPerturbedCandidate) {
   EXPECT_EQ(rejected_candidates(perturbed, sig), std::vector<std::string>{victim});
 }
 
+TEST_P(GpuGemmTest, DeviceNumericsCheckAgreesWithTheHost) {
+  // The tuner compares on the device (GpuTunableGemm::compare_output); the host comparison over
+  // output() is the reference: the same verdict for every candidate, the same largest error up
+  // to fp32 rounding. Prefill and decode sizes, 16-bit and fp32 output.
+  TunableGemm* tunable = backend_->tunable_gemm();
+  ASSERT_NE(tunable, nullptr);
+  const NumericsTolerance tol = tolerance();
+  for (const GemmSignature& sig :
+       {linear_sig(300, 1000, 1032), linear_sig(4, 1000, 1032, true), linear_sig(16, 1536, 576)}) {
+    auto names = tunable->candidates(sig);
+    ASSERT_TRUE(names.ok()) << names.status();
+    ASSERT_TRUE(tunable->prepare(sig, 1).ok());
+    ASSERT_TRUE(tunable->run("Default", 0).ok());
+    auto ref = tunable->output(0);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ASSERT_TRUE(tunable->run("Default", 0).ok());
+    ASSERT_TRUE(tunable->keep_reference(0).ok());
+    // keep_reference poisons the output: nothing ran since, so everything is outside.
+    auto poisoned = tunable->compare_output(0, tol.rtol, tol.atol);
+    ASSERT_TRUE(poisoned.ok()) << poisoned.status();
+    EXPECT_FALSE(poisoned->within);
+    EXPECT_TRUE(std::isinf(poisoned->max_error));
+    for (size_t i = 0; i < names->size() && i < 24; ++i) {
+      const std::string& name = (*names)[i];
+      ASSERT_TRUE(tunable->run(name, 0).ok()) << name;
+      auto host_values = tunable->output(0);
+      ASSERT_TRUE(host_values.ok()) << host_values.status();
+      const OutputComparison host = compare_outputs(*host_values, *ref, tol.rtol, tol.atol);
+      ASSERT_TRUE(tunable->run(name, 0).ok()) << name;
+      auto device = tunable->compare_output(0, tol.rtol, tol.atol);
+      ASSERT_TRUE(device.ok()) << device.status();
+      EXPECT_EQ(device->within, host.within) << sig << " " << name;
+      EXPECT_NEAR(device->max_error, host.max_error, 1e-6 + 1e-5 * host.max_error)
+          << sig << " " << name;
+      if (name == "Default") {
+        EXPECT_EQ(device->max_error, 0.0);
+      }
+    }
+    tunable->release();
+  }
+}
+
+TEST_P(GpuGemmTest, TimeEachTimesEveryCandidateInOnePass) {
+  // Prefill-sized (the untimed call left out for solutions run before) and decode-sized; a name
+  // that does not resolve gets its error in its place, the others their times.
+  TunableGemm* tunable = backend_->tunable_gemm();
+  ASSERT_NE(tunable, nullptr);
+  for (const GemmSignature& sig : {linear_sig(512, 1024, 1024), linear_sig(8, 1024, 1024)}) {
+    for (int pass = 0; pass < 2; ++pass) {
+      auto names = tunable->candidates(sig);
+      ASSERT_TRUE(names.ok()) << names.status();
+      names->insert(names->begin() + 1, "no_such_solution");
+      ASSERT_TRUE(tunable->prepare(sig, 2).ok());
+      const auto times = tunable->time_each(*names, 3);
+      ASSERT_EQ(times.size(), names->size());
+      for (size_t i = 0; i < names->size(); ++i) {
+        if (i == 1) {
+          EXPECT_FALSE(times[i].ok());
+          continue;
+        }
+        ASSERT_TRUE(times[i].ok()) << sig << " " << (*names)[i] << ": " << times[i].status();
+        EXPECT_GT(*times[i], 0.0) << (*names)[i];
+        EXPECT_LT(*times[i], 1000.0) << (*names)[i];
+      }
+      tunable->release();
+    }
+  }
+}
+
 TEST_P(GpuSmallMGemmTest, LinearRunsTheSourcesSolution) {
   FakeSolutionSource source;
   backend_->set_gemm_solutions(&source);

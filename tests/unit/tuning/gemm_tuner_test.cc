@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "tests/unit/tuning/fake_tunable_gemm.h"
 
 namespace tessera {
@@ -135,6 +137,68 @@ TEST(GemmTuner, IterationCapBoundsTheTiming) {
   config.max_tuning_iterations = 7;
   ASSERT_TRUE(tune_gemm(gemm, sig(), config).ok());
   EXPECT_EQ(gemm.timed["Default"].back(), 7);
+}
+
+TEST(GemmTuner, HistorySkipsWhatWasSlowAtANeighbouringTokenCount) {
+  FakeTunableGemm gemm({{"Default", 1.0},
+                        {"slow", 5.0},
+                        {"broken", 0.1, 0.0f, /*fails=*/true},
+                        {"close", 0.6},
+                        {"fast", 0.5}});
+  auto at = [](int64_t tokens, int64_t out = 8) {
+    return GemmSignature::for_linear(tokens, out, 16, GemmDType::kF32, GemmDType::kF32);
+  };
+  TuneHistory history;
+  absl::StatusOr<TuneOutcome> first = tune_gemm(gemm, at(4), TuningConfig{}, &history);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->rough_timed, 5);
+  EXPECT_EQ(gemm.timed["slow"].size(), 1u);
+
+  // 5 tokens is within reach of 4: "slow" (10x the best) and "broken" are not timed again;
+  // "close" (1.2x) is.
+  absl::StatusOr<TuneOutcome> near = tune_gemm(gemm, at(5), TuningConfig{}, &history);
+  ASSERT_TRUE(near.ok()) << near.status();
+  EXPECT_EQ(near->best, "fast");
+  EXPECT_EQ(near->rough_timed, 3);
+  EXPECT_EQ(report(*near, "slow").verdict, CandidateVerdict::kSkipped);
+  EXPECT_NE(report(*near, "slow").reason.find("n=4"), std::string::npos) << report(*near, "slow").reason;
+  EXPECT_EQ(report(*near, "broken").verdict, CandidateVerdict::kSkipped);
+  EXPECT_EQ(report(*near, "close").verdict, CandidateVerdict::kTimed);
+  EXPECT_EQ(gemm.timed["slow"].size(), 1u);
+
+  // Another family (other out features) has no history; and at 8 tokens the verdict from 4 has
+  // aged out (8 / 4 > kHistoryReach), so everything is timed again.
+  ASSERT_TRUE(tune_gemm(gemm, at(5, 16), TuningConfig{}, &history).ok());
+  EXPECT_EQ(gemm.timed["slow"].size(), 2u);
+  absl::StatusOr<TuneOutcome> far = tune_gemm(gemm, at(8), TuningConfig{}, &history);
+  ASSERT_TRUE(far.ok()) << far.status();
+  EXPECT_EQ(far->rough_timed, 5);
+  EXPECT_EQ(gemm.timed["slow"].size(), 3u);
+  EXPECT_EQ(report(*far, "broken").verdict, CandidateVerdict::kFailed);
+}
+
+TEST(GemmTuner, PhasesAreMeasured) {
+  FakeTunableGemm gemm({{"Default", 1.0}, {"fast", 0.5}});
+  absl::StatusOr<TuneOutcome> o = tune_gemm(gemm, sig(), TuningConfig{});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_GE(o->phases.list, 0.0);
+  EXPECT_GE(o->phases.rough, 0.0);
+  EXPECT_GE(o->phases.final, 0.0);
+  EXPECT_EQ(o->rough_timed, 2);
+}
+
+TEST(TunableGemmHostDefaults, CompareOutputsByTolerance) {
+  const std::vector<float> ref = {1.0f, -2.0f, 0.0f};
+  OutputComparison same = compare_outputs(ref, ref, 1e-2, 1e-2);
+  EXPECT_TRUE(same.within);
+  EXPECT_EQ(same.max_error, 0.0);
+  OutputComparison off = compare_outputs({1.0f, -2.0f, 0.5f}, ref, 1e-2, 1e-2);
+  EXPECT_FALSE(off.within);
+  EXPECT_NEAR(off.max_error, 0.5, 1e-9);
+  OutputComparison nan = compare_outputs({1.0f, NAN, 0.0f}, ref, 1e-2, 1e-2);
+  EXPECT_FALSE(nan.within);
+  EXPECT_TRUE(std::isinf(nan.max_error));
+  EXPECT_FALSE(compare_outputs({1.0f}, ref, 1, 1).within);
 }
 
 }  // namespace
