@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/model/tensor_parallel.h"
@@ -108,6 +109,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   TESSERA_RETURN_IF_ERROR(check_tensor_parallel(config, tp));
   BackendOptions backend_options = options.backend;
   TESSERA_RETURN_IF_ERROR(default_tensor_parallel_devices(tp, backend_options));
+  // CPU ranks compute at once: each takes its share of the cores unless told otherwise (GPU
+  // backends ignore the count).
+  if (tp > 1 && backend_options.threads == 0) {
+    backend_options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / tp);
+  }
   TESSERA_ASSIGN_OR_RETURN(std::vector<DeviceBackend> backends, create_backends(backend_options));
   if (backends.size() % static_cast<size_t>(tp) != 0) {
     return absl::InvalidArgumentError(str_cat("tensor_parallel_size: ", tp, " does not divide the ",
