@@ -416,6 +416,47 @@ __device__ __forceinline__ float exp2_approx(float x) {
 
 // d[64 x 64] += a[64 x 16] (registers, the mma.m16n8k16 A layout per warp) b[16 x 64], b N-major
 // (transposed) in 128-byte-swizzled shared memory.
+// One key tile's online-softmax step in the wgmma accumulator layout, for the two query rows a
+// thread holds (s[4c], s[4c + 1] of row 0 and s[4c + 2], s[4c + 3] of row 1, for Chunks chunks of 8
+// keys): the rows' running max and sum move on, the tile's probabilities go to `p` (the PV
+// product's A operand, pairs of T), and alpha0/1 are what O must be rescaled by.
+template <typename T, int Chunks>
+__device__ __forceinline__ void online_softmax_tile(const float* s, float scale_log2, float& m0,
+                                                    float& m1, float& l0, float& l1, float& alpha0,
+                                                    float& alpha1, uint32_t (*p)[4]) {
+  float mx0 = m0, mx1 = m1;
+#pragma unroll
+  for (int c = 0; c < Chunks; ++c) {
+    mx0 = fmaxf(mx0, fmaxf(s[4 * c], s[4 * c + 1]));
+    mx1 = fmaxf(mx1, fmaxf(s[4 * c + 2], s[4 * c + 3]));
+  }
+  mx0 = fmaxf(mx0, shfl_xor(mx0, 1));
+  mx0 = fmaxf(mx0, shfl_xor(mx0, 2));
+  mx1 = fmaxf(mx1, shfl_xor(mx1, 1));
+  mx1 = fmaxf(mx1, shfl_xor(mx1, 2));
+  // A row with every key so far masked keeps max -inf: subtract 0 instead (no inf - inf).
+  const float base0 = mx0 == -INFINITY ? 0.0f : mx0 * scale_log2;
+  const float base1 = mx1 == -INFINITY ? 0.0f : mx1 * scale_log2;
+  alpha0 = exp2_approx(m0 * scale_log2 - base0);
+  alpha1 = exp2_approx(m1 * scale_log2 - base1);
+  m0 = mx0;
+  m1 = mx1;
+  float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+  for (int c = 0; c < Chunks; ++c) {
+    const float e0 = exp2_approx(s[4 * c] * scale_log2 - base0);
+    const float e1 = exp2_approx(s[4 * c + 1] * scale_log2 - base0);
+    const float e2 = exp2_approx(s[4 * c + 2] * scale_log2 - base1);
+    const float e3 = exp2_approx(s[4 * c + 3] * scale_log2 - base1);
+    sum0 += e0 + e1;
+    sum1 += e2 + e3;
+    p[c / 2][(c % 2) * 2] = Element<T>::pack(e0, e1);
+    p[c / 2][(c % 2) * 2 + 1] = Element<T>::pack(e2, e3);
+  }
+  l0 = l0 * alpha0 + sum0;
+  l1 = l1 * alpha1 + sum1;
+}
+
 template <typename T>
 __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
   TESSERA_TYPED_MMA_ASM(T,
@@ -756,37 +797,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    float mx0 = m0, mx1 = m1;
-#pragma unroll
-    for (int n = 0; n < 16; ++n) {
-      mx0 = fmaxf(mx0, fmaxf(s[4 * n], s[4 * n + 1]));
-      mx1 = fmaxf(mx1, fmaxf(s[4 * n + 2], s[4 * n + 3]));
-    }
-    mx0 = fmaxf(mx0, shfl_xor(mx0, 1));
-    mx0 = fmaxf(mx0, shfl_xor(mx0, 2));
-    mx1 = fmaxf(mx1, shfl_xor(mx1, 1));
-    mx1 = fmaxf(mx1, shfl_xor(mx1, 2));
-    // A row with every key so far masked keeps max -inf: subtract 0 instead (no inf - inf).
-    const float base0 = mx0 == -INFINITY ? 0.0f : mx0 * scale_log2;
-    const float base1 = mx1 == -INFINITY ? 0.0f : mx1 * scale_log2;
-    alpha0 = exp2_approx(m0 * scale_log2 - base0);
-    alpha1 = exp2_approx(m1 * scale_log2 - base1);
-    m0 = mx0;
-    m1 = mx1;
-    float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-    for (int n = 0; n < 16; ++n) {
-      const float e0 = exp2_approx(s[4 * n] * scale_log2 - base0);
-      const float e1 = exp2_approx(s[4 * n + 1] * scale_log2 - base0);
-      const float e2 = exp2_approx(s[4 * n + 2] * scale_log2 - base1);
-      const float e3 = exp2_approx(s[4 * n + 3] * scale_log2 - base1);
-      sum0 += e0 + e1;
-      sum1 += e2 + e3;
-      p[n / 2][(n % 2) * 2] = Element<T>::pack(e0, e1);
-      p[n / 2][(n % 2) * 2 + 1] = Element<T>::pack(e2, e3);
-    }
-    l0 = l0 * alpha0 + sum0;
-    l1 = l1 * alpha1 + sum1;
+    online_softmax_tile<T, 16>(s, scale_log2, m0, m1, l0, l1, alpha0, alpha1, p);
   };
   // O / l of the current query tile to `out`.
   auto store = [&] {
@@ -1073,37 +1084,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else if (edge) {
       mask_scores<8>(s, key_base + 2 * t, last0, last1);
     }
-    float mx0 = m0, mx1 = m1;
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      mx0 = fmaxf(mx0, fmaxf(s[4 * c], s[4 * c + 1]));
-      mx1 = fmaxf(mx1, fmaxf(s[4 * c + 2], s[4 * c + 3]));
-    }
-    mx0 = fmaxf(mx0, shfl_xor(mx0, 1));
-    mx0 = fmaxf(mx0, shfl_xor(mx0, 2));
-    mx1 = fmaxf(mx1, shfl_xor(mx1, 1));
-    mx1 = fmaxf(mx1, shfl_xor(mx1, 2));
-    // A row with every key so far masked keeps max -inf: subtract 0 instead (no inf - inf).
-    const float base0 = mx0 == -INFINITY ? 0.0f : mx0 * scale_log2;
-    const float base1 = mx1 == -INFINITY ? 0.0f : mx1 * scale_log2;
-    alpha0 = exp2_approx(m0 * scale_log2 - base0);
-    alpha1 = exp2_approx(m1 * scale_log2 - base1);
-    m0 = mx0;
-    m1 = mx1;
-    float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const float e0 = exp2_approx(s[4 * c] * scale_log2 - base0);
-      const float e1 = exp2_approx(s[4 * c + 1] * scale_log2 - base0);
-      const float e2 = exp2_approx(s[4 * c + 2] * scale_log2 - base1);
-      const float e3 = exp2_approx(s[4 * c + 3] * scale_log2 - base1);
-      sum0 += e0 + e1;
-      sum1 += e2 + e3;
-      p[c / 2][(c % 2) * 2] = Element<T>::pack(e0, e1);
-      p[c / 2][(c % 2) * 2 + 1] = Element<T>::pack(e2, e3);
-    }
-    l0 = l0 * alpha0 + sum0;
-    l1 = l1 * alpha1 + sum1;
+    online_softmax_tile<T, 8>(s, scale_log2, m0, m1, l0, l1, alpha0, alpha1, p);
   };
   auto rescale = [&](float alpha0, float alpha1) {
 #pragma unroll
