@@ -35,7 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/dtype.h"
-#include "runtime/backend/communicator.h"
+#include "runtime/backend.h"
 
 namespace tessera {
 
