@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/fp8.h"
 #include "base/half.h"
 #include "base/str_cat.h"
 
@@ -254,6 +255,12 @@ bool convert_plain_type(DType type, const uint8_t* src, size_t n, float* out) {
       return true;
     case DType::kF64:
       convert_plain<double>(src, n, out);
+      return true;
+    case DType::kF8_E4M3:
+      for (size_t k = 0; k < n; ++k) out[k] = fp8_e4m3fn_to_float(src[k]);
+      return true;
+    case DType::kF8_E5M2:
+      for (size_t k = 0; k < n; ++k) out[k] = fp8_e5m2_to_float(src[k]);
       return true;
     case DType::kI8:
       convert_plain<int8_t>(src, n, out);

@@ -1,4 +1,4 @@
-// Conversion of stored tensor elements (plain, GGML block-quantized) to fp32.
+// Conversion of stored tensor elements (plain, FP8, GGML block-quantized) to fp32.
 #pragma once
 
 #include <cstddef>
