@@ -28,6 +28,8 @@ constexpr DTypeTraits kI32{"I32", 1, 4, true};
 constexpr DTypeTraits kI64{"I64", 1, 8, true};
 constexpr DTypeTraits kF64{"F64", 1, 8, true};
 constexpr DTypeTraits kBF16{"BF16", 1, 2, true};
+constexpr DTypeTraits kF8_E4M3{"F8_E4M3", 1, 1, true};
+constexpr DTypeTraits kF8_E5M2{"F8_E5M2", 1, 1, true};
 
 }  // namespace
 
@@ -73,6 +75,10 @@ const DTypeTraits* dtype_traits(uint32_t id) {
       return &kF64;
     case DType::kBF16:
       return &kBF16;
+    case DType::kF8_E4M3:
+      return &kF8_E4M3;
+    case DType::kF8_E5M2:
+      return &kF8_E5M2;
   }
   return nullptr;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/fp8.h"
 #include "base/half.h"
 #include "base/str_cat.h"
 
@@ -255,6 +256,12 @@ bool convert_plain_type(DType type, const uint8_t* src, size_t n, float* out) {
     case DType::kF64:
       convert_plain<double>(src, n, out);
       return true;
+    case DType::kF8_E4M3:
+      for (size_t k = 0; k < n; ++k) out[k] = fp8_e4m3fn_to_float(src[k]);
+      return true;
+    case DType::kF8_E5M2:
+      for (size_t k = 0; k < n; ++k) out[k] = fp8_e5m2_to_float(src[k]);
+      return true;
     case DType::kI8:
       convert_plain<int8_t>(src, n, out);
       return true;
@@ -364,6 +371,80 @@ absl::Status dequantize_f32(DType type, std::span<const uint8_t> src, std::span<
 absl::StatusOr<int64_t> dequantize_f32_checked(DType type, std::span<const uint8_t> src,
                                                std::span<float> out) {
   return convert(type, src, out, /*check=*/true);
+}
+
+absl::StatusOr<int64_t> dequantize_scaled_f32_checked(DType type, std::span<const uint8_t> src,
+                                                      const WeightScales& scales,
+                                                      int64_t row_elems, int64_t first_row,
+                                                      std::span<float> out) {
+  if (!scales.scaled()) return convert(type, src, out, /*check=*/true);
+  const size_t n = out.size();
+  if (row_elems <= 0 || n % static_cast<size_t>(row_elems) != 0 || first_row < 0) {
+    return absl::InternalError(str_cat("scaled conversion of ", n, " elements in rows of ",
+                                       row_elems, " from row ", first_row));
+  }
+  if (scales.values == nullptr || scales.values->empty()) {
+    return absl::InternalError(str_cat(scales.describe(), " hold no values"));
+  }
+  const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(type));
+  if (traits == nullptr || traits->block_elems != 1) {
+    return absl::InvalidArgumentError(str_cat(scales.describe(), " apply to plain elements, not ",
+                                              dtype_name(type), " blocks"));
+  }
+  const size_t elem_bytes = traits->block_bytes;
+  if (src.size() != n * elem_bytes) {
+    return absl::InvalidArgumentError(str_cat(n, " elements of ", traits->name, " need ",
+                                              n * elem_bytes, " bytes, got ", src.size()));
+  }
+  // Convert (unchecked), scale, then check, run by run: a run is still in cache when it is
+  // scaled and checked. Runs are whole rows for per-row and per-block scales.
+  const size_t run = scales.kind == WeightScales::Kind::kTensor
+                         ? kPlainRun
+                         : static_cast<size_t>(row_elems) *
+                               std::max<size_t>(1, kPlainRun / static_cast<size_t>(row_elems));
+  for (size_t done = 0; done < n; done += run) {
+    const size_t len = std::min(run, n - done);
+    std::span<float> y = out.subspan(done, len);
+    if (absl::Status st =
+            convert(type, src.subspan(done * elem_bytes, len * elem_bytes), y, /*check=*/false)
+                .status();
+        !st.ok()) {
+      return st;
+    }
+    switch (scales.kind) {
+      case WeightScales::Kind::kNone:
+        break;
+      case WeightScales::Kind::kTensor: {
+        const float s = (*scales.values)[0];
+        for (float& v : y) v *= s;
+        break;
+      }
+      case WeightScales::Kind::kRow:
+      case WeightScales::Kind::kBlock:
+        for (size_t k = 0; k < len; k += static_cast<size_t>(row_elems)) {
+          const int64_t row = first_row + static_cast<int64_t>((done + k) / static_cast<size_t>(row_elems));
+          float* r = y.data() + k;
+          if (scales.kind == WeightScales::Kind::kRow) {
+            const float s = scales.at(row, 0);
+            for (int64_t c = 0; c < row_elems; ++c) r[c] *= s;
+            continue;
+          }
+          // Along a row the block changes every block_cols columns of the stored tensor.
+          for (int64_t c = 0; c < row_elems;) {
+            const int64_t stored_col = scales.col0 + c;
+            const int64_t end = std::min<int64_t>(
+                row_elems, c + scales.block_cols - stored_col % scales.block_cols);
+            const float s = scales.at(row, c);
+            for (; c < end; ++c) r[c] *= s;
+          }
+        }
+        break;
+    }
+    if (const int64_t bad = first_non_finite(y); bad >= 0) {
+      return static_cast<int64_t>(done) + bad;
+    }
+  }
+  return -1;
 }
 
 }  // namespace tessera

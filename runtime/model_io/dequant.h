@@ -1,4 +1,4 @@
-// Conversion of stored tensor elements (plain, GGML block-quantized) to fp32.
+// Conversion of stored tensor elements (plain, FP8, GGML block-quantized) to fp32.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/dtype.h"
+#include "runtime/model_io/weight_scales.h"
 
 namespace tessera {
 
@@ -29,5 +30,17 @@ absl::Status dequantize_f32(DType type, std::span<const uint8_t> src, std::span<
 // dequantize_f32's.
 absl::StatusOr<int64_t> dequantize_f32_checked(DType type, std::span<const uint8_t> src,
                                                std::span<float> out);
+
+// The one conversion of stored bytes with their scales (FP8 checkpoints), which read_f32, the
+// GPU's host path (through read_f32) and WeightSlice all use: dequantize_f32_checked, then each
+// element times its scale, scales.at(row, col), for a tensor of rows of `row_elems` elements
+// whose first row here is row `first_row` of the tensor `scales` describe (so that a tensor can
+// be converted in pieces of whole rows). The non-finite check sees the scaled values. Without
+// scales it is dequantize_f32_checked. `src` holds out.size() elements; out.size() must be a
+// multiple of row_elems.
+absl::StatusOr<int64_t> dequantize_scaled_f32_checked(DType type, std::span<const uint8_t> src,
+                                                      const WeightScales& scales,
+                                                      int64_t row_elems, int64_t first_row,
+                                                      std::span<float> out);
 
 }  // namespace tessera

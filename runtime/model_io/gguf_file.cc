@@ -471,7 +471,9 @@ class GgufParser {
     if (absl::Status st = read_u32(&type_id, "tensor", name, "type"); !st.ok()) return st;
     if (absl::Status st = read_u64(&t.offset, "tensor", name, "data offset"); !st.ok()) return st;
 
-    const DTypeTraits* traits = dtype_traits(type_id);
+    // tessera's own ids (FP8) are not ggml types: a GGUF file holding one is as wrong as any
+    // unknown id.
+    const DTypeTraits* traits = is_ggml_type(type_id) ? dtype_traits(type_id) : nullptr;
     if (traits == nullptr) {
       std::string_view foreign = foreign_ggml_type_name(type_id);
       return fail("tensor", name,

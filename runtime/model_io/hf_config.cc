@@ -57,6 +57,7 @@ class HfConfigReader {
     if (!st.ok()) return st;
     if (absl::Status s = read_family(&c); !s.ok()) return s;
     if (absl::Status s = read_rope(&c); !s.ok()) return s;
+    if (absl::Status s = read_quantization(&c.quantization); !s.ok()) return s;
     if (absl::Status s = c.validate(); !s.ok()) {
       return absl::InvalidArgumentError(str_cat(path_, ": invalid model config: ", s.message()));
     }
@@ -408,6 +409,240 @@ class HfConfigReader {
     return absl::InvalidArgumentError(
         str_cat(path_, ": key '", label, ".", type_key, "' is '", type,
                 "', which is not supported (supported: default, linear, llama3, yarn)"));
+  }
+
+  // --- quantization_config (FP8 checkpoints) ------------------------------------------------
+
+  static std::string short_dump(const json& v) {
+    std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (text.size() > 60) text = str_cat(text.substr(0, 57), "...");
+    return text;
+  }
+
+  // "<path>: key 'name' is <value>; <why>".
+  absl::Status refuse(std::string_view name, const json& v, std::string_view why) const {
+    return absl::InvalidArgumentError(
+        str_cat(path_, ": key '", name, "' is ", short_dump(v), "; ", why));
+  }
+
+  // An optional array of strings (null = empty).
+  absl::Status read_strings(const json& obj, std::string_view key, const std::string& name,
+                            std::vector<std::string>* out) const {
+    const json* v = find(obj, key);
+    if (v == nullptr || v->is_null()) return absl::OkStatus();
+    if (!v->is_array()) return wrong_type(name, "an array of strings", *v);
+    for (const json& e : *v) {
+      if (!e.is_string()) return wrong_type(name, "an array of strings", *v);
+      out->push_back(e.get<std::string>());
+    }
+    return absl::OkStatus();
+  }
+
+  // [rows, cols] of positive integers (a 2-D block shape).
+  absl::Status read_block(const json& v, const std::string& name, WeightQuantization* q) const {
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_unsigned() ||
+        !v[1].is_number_unsigned() || v[0].get<uint64_t>() == 0 || v[1].get<uint64_t>() == 0 ||
+        v[0].get<uint64_t>() > (1u << 20) || v[1].get<uint64_t>() > (1u << 20)) {
+      return wrong_type(name, "[rows, columns] of positive integers", v);
+    }
+    const int64_t rows = static_cast<int64_t>(v[0].get<uint64_t>());
+    const int64_t cols = static_cast<int64_t>(v[1].get<uint64_t>());
+    if ((q->block_rows > 0 && q->block_rows != rows) || (q->block_cols > 0 && q->block_cols != cols)) {
+      return refuse(name, v, str_cat("another group has blocks of ", q->block_rows, "x",
+                                     q->block_cols, " (one block shape per checkpoint is supported)"));
+    }
+    q->block_rows = rows;
+    q->block_cols = cols;
+    return absl::OkStatus();
+  }
+
+  // quantization_config (or compressed-tensors' older name, compression_config). Absent: not
+  // quantized. FP8 weights load; every other method changes the math tessera computes and is an
+  // error naming the key and its value.
+  absl::Status read_quantization(WeightQuantization* q) const {
+    std::string key = "quantization_config";
+    const json* v = find(root_, key);
+    if (v == nullptr || v->is_null()) {
+      key = "compression_config";
+      v = find(root_, key);
+    }
+    if (v == nullptr || v->is_null()) return absl::OkStatus();
+    if (!v->is_object()) return wrong_type(key, "an object", *v);
+    std::string method;
+    if (absl::Status st = read_string(*v, "quant_method", key + ".quant_method", &method); !st.ok()) {
+      return st;
+    }
+    if (method.empty()) return missing(key + ".quant_method");
+    if (method == "fp8") return read_fp8(*v, key, q);
+    if (method == "compressed-tensors") return read_compressed_tensors(*v, key, q);
+    return refuse(key + ".quant_method", v->at("quant_method"),
+                  "tessera loads only FP8 checkpoints (quant_method \"fp8\", or "
+                  "\"compressed-tensors\" with 8-bit float weights)");
+  }
+
+  // quant_method "fp8": AutoFP8's per-tensor checkpoints (weight_scale, input_scale when static)
+  // and transformers' FineGrainedFP8 / DeepSeek block-wise ones (weight_block_size,
+  // weight_scale_inv).
+  absl::Status read_fp8(const json& v, const std::string& key, WeightQuantization* q) const {
+    q->method = WeightQuantization::Method::kFp8;
+    std::string scheme = "dynamic";
+    if (absl::Status st = read_string(v, "activation_scheme", key + ".activation_scheme", &scheme);
+        !st.ok()) {
+      return st;
+    }
+    if (scheme == "dynamic") {
+      q->activations = WeightQuantization::Activations::kDynamic;
+    } else if (scheme == "static") {
+      q->activations = WeightQuantization::Activations::kStatic;
+    } else {
+      return refuse(key + ".activation_scheme", v.at("activation_scheme"),
+                    "supported: \"static\", \"dynamic\"");
+    }
+    if (const json* b = find(v, "weight_block_size"); b != nullptr && !b->is_null()) {
+      if (absl::Status st = read_block(*b, key + ".weight_block_size", q); !st.ok()) return st;
+      q->scale_suffix = "weight_scale_inv";
+      q->activation_strategy = "group";
+    } else {
+      q->scale_suffix = "weight_scale";
+      q->per_tensor = true;
+      q->per_channel = true;
+      q->activation_strategy = "tensor";
+    }
+    if (const json* fmt = find(v, "fmt"); fmt != nullptr && !fmt->is_null() && *fmt != "e4m3") {
+      return refuse(key + ".fmt", *fmt, "supported: \"e4m3\"");
+    }
+    absl::Status st;
+    st.Update(read_strings(v, "ignored_layers", key + ".ignored_layers", &q->ignore));
+    st.Update(read_strings(v, "modules_to_not_convert", key + ".modules_to_not_convert", &q->ignore));
+    return st;
+  }
+
+  // quant_method "compressed-tensors" (llm-compressor): every config group must quantize its
+  // weights to 8-bit float, per tensor, per channel or per 2-D block.
+  absl::Status read_compressed_tensors(const json& v, const std::string& key,
+                                       WeightQuantization* q) const {
+    q->method = WeightQuantization::Method::kCompressedTensors;
+    q->scale_suffix = "weight_scale";
+    auto check_format = [&](const json& obj, const std::string& name) -> absl::Status {
+      const json* f = find(obj, "format");
+      if (f == nullptr || f->is_null()) return absl::OkStatus();
+      if (*f == "float-quantized" || *f == "naive-quantized") return absl::OkStatus();
+      return refuse(name, *f,
+                    "supported: \"float-quantized\", \"naive-quantized\" (FP8 weights stored as "
+                    "FP8)");
+    };
+    if (absl::Status st = check_format(v, key + ".format"); !st.ok()) return st;
+    // {} (what llm-compressor writes for dense weights) or format "dense" is no sparsity.
+    if (const json* sp = find(v, "sparsity_config");
+        sp != nullptr && !sp->is_null() && !(sp->is_object() && sp->empty())) {
+      const json* f = sp->is_object() ? find(*sp, "format") : nullptr;
+      if (f == nullptr || *f != "dense") {
+        return refuse(key + ".sparsity_config", *sp, "sparse weights are not supported");
+      }
+    }
+    if (const json* t = find(v, "transform_config"); t != nullptr && !t->is_null()) {
+      return refuse(key + ".transform_config", *t,
+                    "transforms (rotations) of the weights are not supported");
+    }
+    const json* groups = find(v, "config_groups");
+    if (groups == nullptr || groups->is_null()) return missing(key + ".config_groups");
+    if (!groups->is_object() || groups->empty()) {
+      return wrong_type(key + ".config_groups", "a non-empty object", *groups);
+    }
+    for (const auto& [group_name, group] : groups->items()) {
+      const std::string g = str_cat(key, ".config_groups.", group_name);
+      if (!group.is_object()) return wrong_type(g, "an object", group);
+      if (absl::Status st = check_format(group, g + ".format"); !st.ok()) return st;
+      if (absl::Status st = read_ct_weights(group, g, q); !st.ok()) return st;
+      if (absl::Status st = read_ct_inputs(group, g, q); !st.ok()) return st;
+      if (const json* o = find(group, "output_activations"); o != nullptr && !o->is_null()) {
+        return refuse(g + ".output_activations", *o, "output quantization is not supported");
+      }
+    }
+    if (const json* kv = find(v, "kv_cache_scheme"); kv != nullptr && !kv->is_null()) {
+      q->kv_cache_scales = true;
+    }
+    return read_strings(v, "ignore", key + ".ignore", &q->ignore);
+  }
+
+  // A group's "weights": {num_bits 8, type "float", strategy "tensor" | "channel" | "block"}.
+  absl::Status read_ct_weights(const json& group, const std::string& g, WeightQuantization* q) const {
+    const std::string name = g + ".weights";
+    const json* w = find(group, "weights");
+    if (w == nullptr || w->is_null()) return missing(name);
+    if (!w->is_object()) return wrong_type(name, "an object", *w);
+    std::string type;
+    int64_t bits = 0;
+    std::string strategy;
+    absl::Status st;
+    st.Update(read_int(*w, "num_bits", name + ".num_bits", true, &bits));
+    st.Update(read_string(*w, "type", name + ".type", &type));
+    st.Update(read_string(*w, "strategy", name + ".strategy", &strategy));
+    if (!st.ok()) return st;
+    if (bits != 8 || type != "float") {
+      return refuse(name, *w,
+                    str_cat(bits, "-bit ", type.empty() ? "int" : type,
+                            " weights are not supported (only 8-bit float, FP8)"));
+    }
+    for (std::string_view flag : {"dynamic", "symmetric"}) {
+      const json* f = find(*w, flag);
+      const bool want = flag == "symmetric";
+      if (f != nullptr && !f->is_null() && *f != want) {
+        return refuse(str_cat(name, ".", flag), *f,
+                      str_cat("FP8 weights must be ", want ? "symmetric" : "stored (not dynamic)"));
+      }
+    }
+    if (strategy == "tensor") {
+      q->per_tensor = true;
+    } else if (strategy == "channel") {
+      q->per_channel = true;
+    } else if (strategy == "block") {
+      const json* b = find(*w, "block_structure");
+      if (b == nullptr || b->is_null()) return missing(name + ".block_structure");
+      if (absl::Status s = read_block(*b, name + ".block_structure", q); !s.ok()) return s;
+    } else {
+      return refuse(name + ".strategy", w->at("strategy"),
+                    "supported: \"tensor\", \"channel\", \"block\"");
+    }
+    return absl::OkStatus();
+  }
+
+  // A group's "input_activations": null (weight-only) or 8-bit float, dynamic or static.
+  absl::Status read_ct_inputs(const json& group, const std::string& g, WeightQuantization* q) const {
+    const std::string name = g + ".input_activations";
+    const json* a = find(group, "input_activations");
+    if (a == nullptr || a->is_null()) return absl::OkStatus();
+    if (!a->is_object()) return wrong_type(name, "an object or null", *a);
+    int64_t bits = 0;
+    std::string type;
+    std::string strategy;
+    bool dynamic = false;
+    absl::Status st;
+    st.Update(read_int(*a, "num_bits", name + ".num_bits", true, &bits));
+    st.Update(read_string(*a, "type", name + ".type", &type));
+    st.Update(read_string(*a, "strategy", name + ".strategy", &strategy));
+    if (const json* d = find(*a, "dynamic"); d != nullptr && !d->is_null()) {
+      if (!d->is_boolean()) {
+        st.Update(wrong_type(name + ".dynamic", "true or false", *d));
+      } else {
+        dynamic = d->get<bool>();
+      }
+    }
+    if (!st.ok()) return st;
+    if (bits != 8 || type != "float") {
+      return refuse(name, *a,
+                    str_cat(bits, "-bit ", type.empty() ? "int" : type,
+                            " activations are not supported (only 8-bit float, FP8)"));
+    }
+    // Static wins over dynamic when groups differ: then every quantized linear needs its stored
+    // input_scale.
+    if (!dynamic) {
+      q->activations = WeightQuantization::Activations::kStatic;
+    } else if (q->activations == WeightQuantization::Activations::kNone) {
+      q->activations = WeightQuantization::Activations::kDynamic;
+    }
+    if (q->activation_strategy.empty()) q->activation_strategy = strategy;
+    return absl::OkStatus();
   }
 
   const json& root_;

@@ -169,4 +169,16 @@ std::string_view activation_name(Activation act) {
   return "unknown";
 }
 
+std::string_view quantization_method_name(WeightQuantization::Method m) {
+  switch (m) {
+    case WeightQuantization::Method::kNone:
+      return "none";
+    case WeightQuantization::Method::kFp8:
+      return "fp8";
+    case WeightQuantization::Method::kCompressedTensors:
+      return "compressed-tensors";
+  }
+  return "unknown";
+}
+
 }  // namespace tessera

@@ -38,6 +38,39 @@ std::string_view activation_name(Activation act);
 // pair i turns by position * inv_freq[i] either way.
 enum class RopeStyle { kRotateHalf, kInterleaved };
 
+// How a checkpoint's weights are quantized (config.json quantization_config). Only FP8 weights
+// are loaded: an FP8 `<prefix>.weight` has its scales in `<prefix>.<scale_suffix>`, and is
+// converted at load to the compute dtype (the checkpoint's activation quantization, kept here
+// for the FP8 compute path, is not applied). Tensors stored in higher precision (embeddings,
+// norms, lm_head and whatever else the checkpoint left unquantized) are read as they are.
+struct WeightQuantization {
+  enum class Method {
+    kNone,               // no quantization_config
+    kFp8,                // quant_method "fp8" (AutoFP8, transformers' FineGrainedFP8)
+    kCompressedTensors,  // quant_method "compressed-tensors" with 8-bit float weights
+  };
+  enum class Activations {
+    kNone,     // weight-only (W8A16)
+    kDynamic,  // quantized on the fly (per token, per tensor or per group)
+    kStatic,   // one stored scale per linear: `<prefix>.input_scale`, required
+  };
+  Method method = Method::kNone;
+  std::string scale_suffix;     // "weight_scale" or "weight_scale_inv" (block-wise "fp8")
+  bool per_tensor = false;      // scale [] or [1] allowed
+  bool per_channel = false;     // scale [out, 1] or [out] allowed
+  int64_t block_rows = 0;       // > 0: scale grid [ceil(out / block_rows), ceil(in / block_cols)]
+  int64_t block_cols = 0;
+  Activations activations = Activations::kNone;
+  std::string activation_strategy;   // "token", "tensor", "group" (compressed-tensors), or empty
+  std::vector<std::string> ignore;   // modules the config leaves unquantized (names, "re:" patterns)
+  // The checkpoint carries KV-cache scales (kv_cache_scheme): unused, the KV cache stays in the
+  // compute dtype.
+  bool kv_cache_scales = false;
+
+  bool quantized() const { return method != Method::kNone; }
+};
+std::string_view quantization_method_name(WeightQuantization::Method m);
+
 struct ModelConfig {
   // The family: "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3" or "phi3" (HF
   // model_type / GGUF general.architecture).
@@ -78,6 +111,9 @@ struct ModelConfig {
   // > 0: RoPE theta of the sliding layers, which then take no rope scaling (Gemma 3's local
   // layers); 0: every layer uses rope_theta and rope_scaling.
   float rope_local_theta = 0.0f;
+
+  // FP8 checkpoints: where the weights' scales are (config.json quantization_config).
+  WeightQuantization quantization;
 
   // Whether layer `i` attends through the sliding window.
   bool is_sliding(int64_t layer) const {

@@ -28,7 +28,13 @@ absl::StatusOr<float> stored_value(const RawTensor& t, int64_t element) {
       !st.ok()) {
     return st;
   }
-  return values[static_cast<size_t>(element) % traits->block_elems];
+  const float stored = values[static_cast<size_t>(element) % traits->block_elems];
+  if (!t.scales.scaled()) return stored;
+  // The value read_f32 made of it: times the element's scale (FP8 checkpoints).
+  const std::vector<int64_t>& shape = t.info.shape;
+  const int64_t row_elems = shape.size() == 2 ? shape[1] : 0;
+  return row_elems > 0 ? stored * t.scales.at(element / row_elems, element % row_elems)
+                       : stored * t.scales.at(element, 0);
 }
 
 std::string describe_value(const absl::StatusOr<float>& value, DType converted_to) {
@@ -57,7 +63,8 @@ absl::Status non_finite_weight_error(std::string_view where, const RawTensor& te
   }
   return absl::InvalidArgumentError(
       str_cat(where, ": element ", element, position, " of ", dtype_name(tensor.info.dtype),
-              " tensor ", shape_string(shape), " is ",
+              " tensor ", shape_string(shape),
+              tensor.scales.scaled() ? str_cat(" with ", tensor.scales.describe()) : "", " is ",
               describe_value(stored_value(tensor, element), converted_to),
               ": the weights are corrupt (a model must load with every weight finite)"));
 }

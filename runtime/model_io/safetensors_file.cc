@@ -57,12 +57,17 @@ class HeaderReader {
       t.dtype = DType::kF16;
     } else if (dtype == "BF16") {
       t.dtype = DType::kBF16;
+    } else if (dtype == "F8_E4M3") {
+      t.dtype = DType::kF8_E4M3;
+    } else if (dtype == "F8_E5M2") {
+      t.dtype = DType::kF8_E5M2;
     } else if (is_safetensors_dtype(dtype)) {
-      return fail(name, str_cat("dtype ", dtype, " is not supported (F32, F16, BF16 are)"));
+      return fail(name, str_cat("dtype ", dtype,
+                                " is not supported (F32, F16, BF16, F8_E4M3, F8_E5M2 are)"));
     } else {
       return fail(name, str_cat("unknown dtype '", dtype.substr(0, 32), "'"));
     }
-    const uint64_t elem_bytes = t.dtype == DType::kF32 ? 4 : 2;
+    const uint64_t elem_bytes = dtype_traits(static_cast<uint32_t>(t.dtype))->block_bytes;
 
     auto shape_it = e.find("shape");
     if (shape_it == e.end() || !shape_it->is_array()) return fail(name, "'shape' must be an array");

@@ -24,7 +24,7 @@ class MappedFile;
 
 struct SafetensorsTensor {
   std::string name;
-  DType dtype = DType::kF32;   // F32, F16 or BF16: other dtypes are rejected by open()
+  DType dtype = DType::kF32;   // F32, F16, BF16, F8_E4M3, F8_E5M2: others are rejected by open()
   std::vector<int64_t> shape;  // PyTorch order, outermost first; [] is a scalar
   uint64_t begin = 0;          // byte offset inside the data section
   uint64_t nbytes = 0;

@@ -1,11 +1,13 @@
 #include "runtime/model_io/safetensors_weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <filesystem>
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "runtime/model_io/dequant.h"
 #include "runtime/model_io/hf_config.h"
@@ -51,10 +53,12 @@ absl::StatusOr<std::unique_ptr<SafetensorsWeights>> SafetensorsWeights::open(
   const std::string index_path = join(dir, kIndexName);
   if (is_regular_file(index_path)) {
     if (absl::Status st = w->load_index(index_path); !st.ok()) return st;
+    if (absl::Status st = w->resolve_scales(); !st.ok()) return st;
     return w;
   }
   if (is_regular_file(join(dir, kSingleName))) {
     if (absl::Status st = w->load_files({std::string(kSingleName)}); !st.ok()) return st;
+    if (absl::Status st = w->resolve_scales(); !st.ok()) return st;
     return w;
   }
   std::vector<std::string> names;
@@ -74,6 +78,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsWeights>> SafetensorsWeights::open(
   }
   std::sort(names.begin(), names.end());  // deterministic order for messages
   if (absl::Status st = w->load_files(names); !st.ok()) return st;
+  if (absl::Status st = w->resolve_scales(); !st.ok()) return st;
   return w;
 }
 
@@ -92,7 +97,7 @@ absl::Status SafetensorsWeights::load_files(const std::vector<std::string>& name
     absl::StatusOr<const SafetensorsFile*> f = open_shard(name);
     if (!f.ok()) return f.status();
     for (const SafetensorsTensor& t : (*f)->tensors()) {
-      auto [it, inserted] = entries_.emplace(t.name, Entry{*f, &t});
+      auto [it, inserted] = entries_.emplace(t.name, Entry{*f, &t, {}});
       if (!inserted) {
         return absl::InvalidArgumentError(
             str_cat(dir_, ": tensor '", t.name, "' is in both ", it->second.file->path(), " and ",
@@ -142,7 +147,7 @@ absl::Status SafetensorsWeights::load_index(const std::string& index_path) {
       return absl::NotFoundError(str_cat(index_path, ": tensor '", tensor, "' is mapped to shard '",
                                          shard, "', which does not contain it"));
     }
-    entries_.emplace(tensor, Entry{*f, t});
+    entries_.emplace(tensor, Entry{*f, t, {}});
   }
   return absl::OkStatus();
 }
@@ -169,6 +174,7 @@ absl::StatusOr<RawTensor> SafetensorsWeights::raw(std::string_view hf_name) cons
   const std::span<const uint8_t> bytes = e.file->tensor_bytes(*e.tensor);
   r.data = bytes.data();
   r.nbytes = bytes.size();
+  r.scales = e.scales;
   return r;
 }
 
@@ -185,9 +191,12 @@ absl::Status SafetensorsWeights::read_f32(std::string_view hf_name,
       !st.ok()) {
     return st;
   }
-  // A non-finite element fails the load, found as the conversion writes it.
-  absl::StatusOr<int64_t> bad =
-      dequantize_f32_checked(e.tensor->dtype, e.file->tensor_bytes(*e.tensor), out);
+  // A non-finite element fails the load, found as the conversion writes it (scaled, for FP8).
+  const int64_t row_elems = e.tensor->shape.size() == 2 && e.tensor->shape[1] > 0
+                               ? e.tensor->shape[1]
+                               : std::max<int64_t>(1, static_cast<int64_t>(out.size()));
+  absl::StatusOr<int64_t> bad = dequantize_scaled_f32_checked(
+      e.tensor->dtype, e.file->tensor_bytes(*e.tensor), e.scales, row_elems, 0, out);
   if (!bad.ok()) {
     return absl::Status(bad.status().code(), str_cat(where, ": ", bad.status().message()));
   }
@@ -195,6 +204,151 @@ absl::Status SafetensorsWeights::read_f32(std::string_view hf_name,
   absl::StatusOr<RawTensor> r = raw(hf_name);
   if (!r.ok()) return r.status();
   return non_finite_weight_error(where, *r, *bad, DType::kF32);
+}
+
+namespace {
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> SafetensorsWeights::scale_values(
+    const std::string& what, const std::string& scale_name) const {
+  auto it = entries_.find(scale_name);
+  if (it == entries_.end()) {
+    return absl::InvalidArgumentError(
+        str_cat(what, ": its scale tensor '", scale_name, "' is not in the model"));
+  }
+  const SafetensorsTensor& t = *it->second.tensor;
+  if (t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16) {
+    return absl::InvalidArgumentError(str_cat(what, ": its scale tensor '", scale_name, "' is ",
+                                              dtype_name(t.dtype), " (F32, BF16 or F16 expected)"));
+  }
+  std::vector<float> v(static_cast<size_t>(numel(t.shape)));
+  if (absl::Status st = dequantize_f32(t.dtype, it->second.file->tensor_bytes(t), v); !st.ok()) {
+    return absl::Status(st.code(), str_cat(what, ": scale tensor '", scale_name, "': ", st.message()));
+  }
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (!std::isfinite(v[k]) || v[k] <= 0.0f) {
+      return absl::InvalidArgumentError(str_cat(what, ": its scale tensor '", scale_name, "' ",
+                                                shape_string(t.shape), " holds ", v[k],
+                                                " at element ", k,
+                                                " (scales must be finite and positive)"));
+    }
+  }
+  return v;
+}
+
+absl::StatusOr<WeightScales> SafetensorsWeights::scales_of(const std::string& name,
+                                                           const Entry& e) const {
+  const WeightQuantization& q = config_.quantization;
+  const std::vector<int64_t>& shape = e.tensor->shape;
+  const std::string what = str_cat(e.file->path(), ": tensor '", name, "' (",
+                                   dtype_name(e.tensor->dtype), " ", shape_string(shape), ")");
+  if (!q.quantized()) {
+    return absl::InvalidArgumentError(
+        str_cat(what, ": FP8 weights need config.json's quantization_config (quant_method \"fp8\" "
+                      "or \"compressed-tensors\"), which says where their scales are; it has none"));
+  }
+  constexpr std::string_view kWeight = ".weight";
+  if (!std::string_view(name).ends_with(kWeight)) {
+    return absl::InvalidArgumentError(
+        str_cat(what, ": only a linear's '<prefix>.weight' may be stored as FP8 (with its scale '<prefix>.",
+                q.scale_suffix, "')"));
+  }
+  const std::string prefix = name.substr(0, name.size() - kWeight.size());
+  WeightScales s;
+  s.name = str_cat(prefix, ".", q.scale_suffix);
+  absl::StatusOr<std::vector<float>> values = scale_values(what, s.name);
+  if (!values.ok()) return values.status();
+  const std::vector<int64_t>& scale_shape = entries_.find(s.name)->second.tensor->shape;
+  const bool matrix = shape.size() == 2;
+  const int64_t rows = matrix ? shape[0] : 0;
+  const int64_t cols = matrix ? shape[1] : 0;
+  std::vector<std::string> expected;  // for the message
+  if (q.block_rows > 0 && matrix) {
+    const std::vector<int64_t> grid = {ceil_div(rows, q.block_rows), ceil_div(cols, q.block_cols)};
+    if (scale_shape == grid) {
+      s.kind = WeightScales::Kind::kBlock;
+      s.block_rows = q.block_rows;
+      s.block_cols = q.block_cols;
+      s.grid_cols = grid[1];
+    }
+    expected.push_back(str_cat(shape_string(grid), " (one per ", q.block_rows, "x", q.block_cols,
+                               " block)"));
+  }
+  if (s.kind == WeightScales::Kind::kNone && q.per_tensor) {
+    if (scale_shape.size() <= 2 && values->size() == 1) s.kind = WeightScales::Kind::kTensor;
+    expected.push_back("[] or [1] (per tensor)");
+  }
+  if (s.kind == WeightScales::Kind::kNone && q.per_channel && matrix) {
+    if (scale_shape == std::vector<int64_t>{rows, 1} || scale_shape == std::vector<int64_t>{rows}) {
+      s.kind = WeightScales::Kind::kRow;
+    }
+    expected.push_back(str_cat(shape_string(std::vector<int64_t>{rows, 1}), " (per output row)"));
+  }
+  if (s.kind == WeightScales::Kind::kNone) {
+    return absl::InvalidArgumentError(
+        str_cat(what, ": its scale tensor '", s.name, "' has shape ", shape_string(scale_shape),
+                "; quantization_config (", quantization_method_name(q.method), ") expects ",
+                expected.empty() ? std::string("no scale for a tensor of this rank")
+                                 : absl::StrJoin(expected, " or ")));
+  }
+  s.values = std::make_shared<const std::vector<float>>(*std::move(values));
+  // The static activation scale: required when the checkpoint's activations are static, checked
+  // whenever present (kept for FP8 compute).
+  const std::string input_name = str_cat(prefix, ".input_scale");
+  if (entries_.count(input_name) != 0 ||
+      q.activations == WeightQuantization::Activations::kStatic) {
+    absl::StatusOr<std::vector<float>> input = scale_values(what, input_name);
+    if (!input.ok()) {
+      if (entries_.count(input_name) == 0) {
+        return absl::InvalidArgumentError(
+            str_cat(what, ": its input scale '", input_name,
+                    "' is not in the model (quantization_config says the activations are static)"));
+      }
+      return input.status();
+    }
+    if (input->size() != 1) {
+      return absl::InvalidArgumentError(
+          str_cat(what, ": its input scale '", input_name, "' has shape ",
+                  shape_string(entries_.find(input_name)->second.tensor->shape),
+                  "; one value ([] or [1]) expected"));
+    }
+    s.input_scale = (*input)[0];
+  }
+  return s;
+}
+
+absl::Status SafetensorsWeights::resolve_scales() {
+  const WeightQuantization& q = config_.quantization;
+  for (auto& [name, e] : entries_) {
+    if (is_fp8(e.tensor->dtype)) {
+      absl::StatusOr<WeightScales> s = scales_of(name, e);
+      if (!s.ok()) return s.status();
+      e.scales = *std::move(s);
+      continue;
+    }
+    // A weight kept in higher precision has no scale: one that does is a checkpoint whose
+    // weights are not what its scales describe (compressed-tensors' "frozen" state, say).
+    constexpr std::string_view kWeight = ".weight";
+    if (!q.quantized() || !std::string_view(name).ends_with(kWeight)) continue;
+    const std::string scale_name =
+        str_cat(name.substr(0, name.size() - kWeight.size()), ".", q.scale_suffix);
+    if (entries_.count(scale_name) != 0) {
+      return absl::InvalidArgumentError(
+          str_cat(e.file->path(), ": tensor '", name, "' is stored as ", dtype_name(e.tensor->dtype),
+                  " but has a scale tensor '", scale_name,
+                  "': only weights stored as FP8 (F8_E4M3, F8_E5M2) are scaled"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tessera

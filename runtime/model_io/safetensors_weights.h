@@ -19,6 +19,10 @@ class SafetensorsWeights final : public WeightSource {
   //    exist in `dir` and hold each tensor mapped to it;
   //  - else model.safetensors alone when present;
   //  - else every *.safetensors in `dir`, a tensor name appearing in two of them being an error.
+  // FP8 tensors (F8_E4M3, F8_E5M2) need config.json's quantization_config and their scale
+  // tensors, found and checked here (the error names the weight, the scale tensor, and what is
+  // wrong: missing, dtype, shape, a value not finite and positive); raw() carries them and
+  // read_f32 applies them.
   static absl::StatusOr<std::unique_ptr<SafetensorsWeights>> open(const std::string& dir);
 
   const ModelConfig& config() const override { return config_; }
@@ -33,12 +37,21 @@ class SafetensorsWeights final : public WeightSource {
   struct Entry {
     const SafetensorsFile* file = nullptr;
     const SafetensorsTensor* tensor = nullptr;
+    WeightScales scales;  // an FP8 weight's, resolved by open()
   };
 
   SafetensorsWeights() = default;
   absl::Status load_index(const std::string& index_path);
   absl::Status load_files(const std::vector<std::string>& names);
   absl::StatusOr<const SafetensorsFile*> open_shard(const std::string& name);
+  // Finds and checks the scales of every FP8 tensor (config_.quantization says where), and
+  // refuses an FP8 tensor without them or a higher-precision weight that has them.
+  absl::Status resolve_scales();
+  absl::StatusOr<WeightScales> scales_of(const std::string& name, const Entry& e) const;
+  // A scale tensor's values in fp32 after checking its dtype (F32, F16 or BF16) and that each
+  // is finite and positive; `what` names the weight for messages.
+  absl::StatusOr<std::vector<float>> scale_values(const std::string& what,
+                                                  const std::string& scale_name) const;
 
   std::string dir_;
   ModelConfig config_;

@@ -56,6 +56,11 @@ absl::StatusOr<std::unique_ptr<WeightSlice>> WeightSlice::create(const WeightSou
   std::unique_ptr<WeightSlice> slice(new WeightSlice(base, where));
   RawTensor& raw = slice->raw_;
   raw = *stored;
+  // Scales (FP8) stay those of the stored tensor, seen from the slice's first row and column:
+  // per-row scales follow their rows, a block grid is indexed from the slice's offset, so a
+  // range need not hold whole blocks.
+  raw.scales.row0 += rows.begin;
+  if (matrix) raw.scales.col0 += cols.begin;
   if (!matrix) {
     raw.info.shape = {rows.count};
     raw.data = stored->data + rows.begin / block * block_bytes;
@@ -104,7 +109,12 @@ absl::Status WeightSlice::read_f32(std::string_view hf_name,
     if (*bad < 0) return absl::OkStatus();
     return non_finite_weight_error(where_, raw_, first + *bad, DType::kF32);
   };
-  if (!raw_.qk_permuted) return check(dequantize_f32_checked(raw_.info.dtype, bytes, out), 0);
+  if (!raw_.qk_permuted) {
+    const int64_t row_elems =
+        raw_.info.shape.size() == 2 ? raw_.info.shape[1] : static_cast<int64_t>(out.size());
+    return check(dequantize_scaled_f32_checked(raw_.info.dtype, bytes, raw_.scales, row_elems, 0, out),
+                 0);
+  }
   // Whole heads of GGUF's interleaved q/k rows: each stored row goes to the HF row it holds.
   const int64_t rows = raw_.info.shape[0];
   const size_t row_elems = out.size() / static_cast<size_t>(rows);

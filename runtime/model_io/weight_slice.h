@@ -6,7 +6,9 @@
 //
 // Rows are a view of the stored bytes; a column range is gathered once into bytes this source
 // owns. A quantized type slices on whole blocks only, and GGUF's interleaved q/k rows on whole
-// heads; anything else is an error naming the tensor and the range.
+// heads; anything else is an error naming the tensor and the range. An FP8 tensor's scales come
+// along (RawTensor::scales, offset to the slice's first row and column): per-row scales follow
+// their rows, and a 128x128 block grid is indexed from the offset, so any range slices.
 #pragma once
 
 #include <cstdint>

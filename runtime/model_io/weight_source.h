@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "base/dtype.h"
 #include "runtime/model_io/model_config.h"
+#include "runtime/model_io/weight_scales.h"
 
 namespace tessera {
 
@@ -28,6 +29,10 @@ struct RawTensor {
   size_t nbytes = 0;
   bool qk_permuted = false;  // GGUF llama q/k rows are interleaved for rotary; read_f32 undoes it
   int64_t qk_head_dim = 0;   // rows per head of that interleave (gguf_weights.h); 0 if none
+  // An FP8 checkpoint's weight: its value is each stored element times its scale
+  // (weight_scales.h), which read_f32 applies. Only FP8 tensors are scaled, and never with
+  // qk_permuted (GGUF has no FP8).
+  WeightScales scales;
 };
 
 class WeightSource {
@@ -41,9 +46,10 @@ class WeightSource {
   virtual bool has(std::string_view hf_name) const = 0;
 
   // The mapped bytes of a tensor; an error names the file and the tensor when it is missing.
-  // read_f32 gives exactly dequantize_f32 of these bytes, with stored row s moved to HF row
-  // qk_unpermuted_row(s, qk_head_dim) when qk_permuted (GpuBackend converts them on the device
-  // and relies on that).
+  // read_f32 gives exactly dequantize_scaled_f32_checked of these bytes with their scales (for an
+  // unscaled tensor, dequantize_f32), with stored row s moved to HF row
+  // qk_unpermuted_row(s, qk_head_dim) when qk_permuted (GpuBackend converts unscaled types on the
+  // device and relies on that; scaled FP8 tensors take its host path, through read_f32).
   virtual absl::StatusOr<RawTensor> raw(std::string_view hf_name) const = 0;
 
   // Reads a tensor as fp32 in HF layout (dequantized, q/k rows un-permuted), after checking that

@@ -162,7 +162,7 @@ TEST(DTypeTest, TraitsMatchGgml) {
     EXPECT_EQ(t->block_bytes, w.bytes) << w.name;
     EXPECT_EQ(dtype_name(static_cast<DType>(w.id)), w.name);
   }
-  for (uint32_t id : {4u, 5u, 16u, 23u, 29u, 31u, 1000u})
+  for (uint32_t id : {4u, 5u, 16u, 23u, 29u, 31u, 999u, 1002u})
     EXPECT_EQ(dtype_traits(id), nullptr) << id;
   EXPECT_FALSE(dtype_traits(9)->dequantizable);
 }

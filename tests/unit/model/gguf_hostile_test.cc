@@ -205,6 +205,11 @@ TEST_F(GgufHostileTest, UnknownTensorTypes) {
   iq.raw_tensor_info("iq", 16, {256}, 0).trailing(std::string(256, '\0'));
   EXPECT_THAT(open_error("iq.gguf", iq.build()),
               HasSubstr("tensor 'iq': ggml type IQ2_XXS (id 16) is not supported"));
+  // tessera's own dtype ids (FP8, from 1000 up) are not ggml types.
+  GgufBuilder f8;
+  f8.raw_tensor_info("f8", static_cast<uint32_t>(DType::kF8_E4M3), {32}, 0)
+      .trailing(std::string(256, '\0'));
+  EXPECT_THAT(open_error("f8.gguf", f8.build()), HasSubstr("tensor 'f8': unknown ggml type id 1000"));
 }
 
 TEST_F(GgufHostileTest, OffsetsMisalignedOrPastTheEnd) {

@@ -159,7 +159,7 @@ TEST_F(SafetensorsTest, BadEntriesNameTheTensor) {
   };
   EXPECT_THAT(open_error("i64.safetensors",
                          one(R"("ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]})")),
-              HasSubstr("tensor 'ids': dtype I64 is not supported (F32, F16, BF16 are)"));
+              HasSubstr("tensor 'ids': dtype I64 is not supported (F32, F16, BF16, F8_E4M3, F8_E5M2 are)"));
   EXPECT_THAT(
       open_error("f99.safetensors", one(R"("w":{"dtype":"F99","shape":[2],"data_offsets":[0,8]})")),
       HasSubstr("tensor 'w': unknown dtype 'F99'"));

@@ -1,0 +1,205 @@
+// An FP8 checkpoint end to end on the CPU: the llama family fixture (fp32 safetensors) is
+// quantized here as llm-compressor's "FP8-dynamic" checkpoints are -- every linear weight of the
+// layers to e4m3fn per output channel with scale = amax / 448, a compressed-tensors
+// quantization_config, embeddings, norms and lm_head kept fp32 -- and loaded with ModelInstance.
+// Its logits must equal (1e-5 relative) those of the fp32 checkpoint holding exactly the
+// dequantized values (code * scale), written beside it: the same values through the same math,
+// on one rank and split over two tensor-parallel ranks (whose WeightSlices carry the row
+// scales). The error against the original fp32 model, a real quantization error, is reported.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/fp8.h"
+#include "runtime/model_instance.h"
+#include "runtime/model_io/safetensors_file.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kFixture = fs::path(TESSERA_SOURCE_DIR) / "tests/data/families/llama";
+
+// A safetensors file written tensor by tensor.
+class SafetensorsWriter {
+ public:
+  void add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape,
+           const void* data, size_t nbytes) {
+    header_[name] = {{"dtype", dtype},
+                     {"shape", shape},
+                     {"data_offsets", {data_.size(), data_.size() + nbytes}}};
+    data_.append(static_cast<const char*>(data), nbytes);
+  }
+  void write(const fs::path& path) const {
+    const std::string h = header_.dump();
+    const uint64_t n = h.size();
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(&n), 8);
+    out << h << data_;
+    ASSERT_TRUE(out.good()) << path;
+  }
+
+ private:
+  nlohmann::json header_ = nlohmann::json::object();
+  std::string data_;
+};
+
+bool is_linear(std::string_view name) {
+  return name.starts_with("model.layers.") && name.ends_with("_proj.weight");
+}
+
+// Writes <fp8_dir> (e4m3fn per-channel weights + scales, compressed-tensors config) and
+// <dequant_dir> (fp32: exactly code * scale) from the fixture's HF directory.
+void write_checkpoints(const fs::path& fp8_dir, const fs::path& dequant_dir) {
+  const fs::path src = kFixture / "hf";
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
+      SafetensorsFile::open((src / "model.safetensors").string());
+  ASSERT_TRUE(file.ok()) << file.status();
+  SafetensorsWriter fp8, dequant;
+  for (const SafetensorsTensor& t : (*file)->tensors()) {
+    ASSERT_EQ(t.dtype, DType::kF32) << t.name;
+    const std::span<const uint8_t> bytes = (*file)->tensor_bytes(t);
+    std::vector<float> w(bytes.size() / 4);
+    std::memcpy(w.data(), bytes.data(), bytes.size());
+    if (!is_linear(t.name)) {
+      fp8.add(t.name, "F32", t.shape, w.data(), bytes.size());
+      dequant.add(t.name, "F32", t.shape, w.data(), bytes.size());
+      continue;
+    }
+    ASSERT_EQ(t.shape.size(), 2u) << t.name;
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    std::vector<uint8_t> codes(w.size());
+    std::vector<float> scales(static_cast<size_t>(rows)), values(w.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      float amax = 0;
+      for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+      const float scale = amax > 0 ? amax / 448.0f : 1.0f;
+      scales[r] = scale;
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t k = static_cast<size_t>(r * cols + c);
+        codes[k] = float_to_fp8_e4m3fn(w[k] / scale);
+        values[k] = fp8_e4m3fn_to_float(codes[k]) * scale;
+      }
+    }
+    fp8.add(t.name, "F8_E4M3", t.shape, codes.data(), codes.size());
+    const std::string scale_name = t.name + "_scale";  // <prefix>.weight_scale
+    fp8.add(scale_name, "F32", {rows, 1}, scales.data(), scales.size() * 4);
+    dequant.add(t.name, "F32", t.shape, values.data(), values.size() * 4);
+  }
+  for (const fs::path& dir : {fp8_dir, dequant_dir}) {
+    fs::create_directories(dir);
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+      fs::copy_file(src / name, dir / name, fs::copy_options::overwrite_existing);
+    }
+  }
+  fp8.write(fp8_dir / "model.safetensors");
+  dequant.write(dequant_dir / "model.safetensors");
+  std::ifstream in(src / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  std::ofstream(dequant_dir / "config.json") << config.dump(2);
+  config["quantization_config"] = nlohmann::json::parse(R"({
+    "quant_method": "compressed-tensors", "format": "float-quantized",
+    "quantization_status": "compressed", "ignore": ["lm_head"], "kv_cache_scheme": null,
+    "config_groups": {"group_0": {"targets": ["Linear"],
+      "weights": {"num_bits": 8, "type": "float", "symmetric": true, "strategy": "channel",
+                  "dynamic": false},
+      "input_activations": {"num_bits": 8, "type": "float", "symmetric": true,
+                            "strategy": "token", "dynamic": true},
+      "output_activations": null}}})");
+  std::ofstream(fp8_dir / "config.json") << config.dump(2);
+}
+
+InstanceOptions cpu_options(int32_t ranks) {
+  InstanceOptions options;
+  options.backend.kind = BackendKind::kCpu;
+  options.backend.threads = 1;
+  for (int32_t d = 0; d < ranks && ranks > 1; ++d) options.backend.devices.push_back(d);
+  options.tensor_parallel_size = ranks;
+  options.limits.max_batch_tokens = 512;
+  options.limits.max_logit_rows = 8;
+  options.engine.max_num_seqs = 8;
+  options.kv_cache_bytes = 4 << 20;
+  return options;
+}
+
+// fp32 logits after `prompt`, in one prefill step straight through the runner.
+std::vector<float> prompt_logits(ModelInstance& m, const std::vector<int32_t>& prompt) {
+  const int32_t n = static_cast<int32_t>(prompt.size()), bs = m.cache().block_size();
+  BlockTable table;
+  EXPECT_TRUE(table.reserve(n, bs, m.cache().allocator()));
+  StepBatch batch;
+  batch.query_start = {0, n};
+  batch.context_len = {n};
+  batch.block_tables = table.blocks();
+  batch.max_blocks = table.num_blocks();
+  for (int32_t p = 0; p < n; ++p) {
+    batch.token_ids.push_back(prompt[p]);
+    batch.positions.push_back(p);
+    batch.slot_mapping.push_back(table.slot(p, bs));
+  }
+  batch.logits_rows = {n - 1};
+  std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
+  const absl::Status s = m.runner().forward(batch, m.cache(), logits);
+  EXPECT_TRUE(s.ok()) << s;
+  table.release(m.cache().allocator());
+  return logits;
+}
+
+double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return got.size() == want.size() ? std::sqrt(num / den) : INFINITY;
+}
+
+std::unique_ptr<ModelInstance> load(const fs::path& dir, int32_t ranks) {
+  absl::StatusOr<std::unique_ptr<ModelInstance>> m = ModelInstance::load(dir, cpu_options(ranks));
+  EXPECT_TRUE(m.ok()) << dir << ": " << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+TEST(Fp8Checkpoint, LoadsAsItsDequantizedValuesOnTheCpu) {
+  const fs::path tmp = fs::path(::testing::TempDir()) /
+                       ("tessera_fp8_checkpoint_" + std::to_string(::getpid()));
+  write_checkpoints(tmp / "fp8", tmp / "dequant");
+  if (HasFatalFailure()) return;
+
+  std::unique_ptr<ModelInstance> fp8 = load(tmp / "fp8", 1);
+  std::unique_ptr<ModelInstance> fp8_tp = load(tmp / "fp8", 2);
+  std::unique_ptr<ModelInstance> dequant = load(tmp / "dequant", 1);
+  std::unique_ptr<ModelInstance> original = load(kFixture / "hf", 1);
+  ASSERT_TRUE(fp8 && fp8_tp && dequant && original);
+  EXPECT_EQ(fp8->config().quantization.method, WeightQuantization::Method::kCompressedTensors);
+  EXPECT_EQ(fp8_tp->tensor_parallel_size(), 2);
+
+  std::ifstream in(kFixture / "expected.json");
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  for (const auto& c : expected.at("cases")) {
+    const std::vector<int32_t> prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
+    const std::vector<float> want = prompt_logits(*dequant, prompt);
+    const double same_values = rel_err(prompt_logits(*fp8, prompt), want);
+    const double same_values_tp = rel_err(prompt_logits(*fp8_tp, prompt), want);
+    const double quantization = rel_err(prompt_logits(*fp8, prompt), prompt_logits(*original, prompt));
+    EXPECT_LT(same_values, 1e-5) << prompt.size() << "-token prompt";
+    EXPECT_LT(same_values_tp, 1e-5) << prompt.size() << "-token prompt, 2 ranks";
+    // A loose sanity bound only: per-channel e4m3 keeps about 2 significant digits per weight.
+    EXPECT_LT(quantization, 0.2) << prompt.size() << "-token prompt";
+    std::printf("[ metric ] fp8 checkpoint, %zu-token prompt: logits rel_err vs dequantized fp32 "
+                "%.2e (1 rank), %.2e (2 ranks); vs the original fp32 model %.2e\n",
+                prompt.size(), same_values, same_values_tp, quantization);
+  }
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+}
+
+}  // namespace
+}  // namespace tessera
