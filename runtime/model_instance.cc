@@ -154,7 +154,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
     for (int32_t r = 0; r < tp; ++r) {
       DeviceBackend& member = backends[i * tp + r];
       if (tp > 1) seg.ranks.push_back(member.backend.get());
-      tuning_devices.push_back(TuningDevice{member.ordinal, member.backend.get()});
+      const bool last_stage = d.last_layer + 1 == static_cast<int32_t>(config.num_layers);
+      tuning_devices.push_back(TuningDevice{member.ordinal, member.backend.get(), last_stage});
       inst->backends_.push_back(std::move(member.backend));
     }
     if (tp > 1) {

@@ -115,7 +115,10 @@ absl::StatusOr<std::shared_ptr<WarmupJob>> ModelTuning::start_warmup(const Warmu
           str_cat("a warmup is already running (", s.done, "/", s.total, " GEMMs done)"));
     }
   }
-  job_ = WarmupJob::start(contexts(), *std::move(gemms), spec.options, std::move(on_update));
+  std::vector<bool> heads;
+  for (const TuningDevice& d : devices_) heads.push_back(d.runs_head);
+  job_ = WarmupJob::start(contexts(), *std::move(gemms), spec.options, std::move(on_update),
+                          std::move(heads));
   return job_;
 }
 

@@ -27,6 +27,9 @@ namespace tessera {
 struct TuningDevice {
   int ordinal = 0;   // names its results file
   Backend* backend;  // not owned; outlives the ModelTuning
+  // Runs lm_head (the last stage, each of its tensor-parallel ranks). When no device says so,
+  // the last one does.
+  bool runs_head = false;
 };
 
 // What to warm up: the plan's buckets and limits, and the job's options.

@@ -41,7 +41,7 @@ WarmupJob::WarmupJob(std::vector<WarmupGemm> plan, WarmupOptions options, OnUpda
 
 std::shared_ptr<WarmupJob> WarmupJob::start(std::vector<TuningContext*> contexts,
                                             std::vector<WarmupGemm> plan, WarmupOptions options,
-                                            OnUpdate on_update) {
+                                            OnUpdate on_update, std::vector<bool> runs_head) {
   std::shared_ptr<WarmupJob> job(
       new WarmupJob(std::move(plan), options, std::move(on_update), contexts.size()));
   spdlog::info("warmup: tuning {} GEMMs on {} device(s){}{}", job->plan_.size(), contexts.size(),
@@ -53,8 +53,9 @@ std::shared_ptr<WarmupJob> WarmupJob::start(std::vector<TuningContext*> contexts
     job->devices_running_ = 1;
     job->device_finished();
   }
+  const bool marked = std::find(runs_head.begin(), runs_head.end(), true) != runs_head.end();
   for (size_t i = 0; i < contexts.size(); ++i) {
-    const bool head = i + 1 == contexts.size();
+    const bool head = marked ? i < runs_head.size() && runs_head[i] : i + 1 == contexts.size();
     job->threads_.emplace_back([j = job.get(), ctx = contexts[i], head] { j->run_device(ctx, head); });
   }
   return job;

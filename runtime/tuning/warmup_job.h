@@ -48,11 +48,12 @@ class WarmupJob {
   // Called after every change, from a device thread, with the job's lock released.
   using OnUpdate = std::function<void(WarmupState state, size_t done, size_t total)>;
 
-  // Starts the device threads. `contexts` (not owned, in pipeline order: the last runs lm_head)
-  // must outlive the job.
+  // Starts the device threads. `contexts` (not owned, in pipeline order) must outlive the job.
+  // `runs_head[i]` says whether contexts[i]'s device runs lm_head (every tensor-parallel rank of
+  // the last stage does); when none does (or it is empty), the last context.
   static std::shared_ptr<WarmupJob> start(std::vector<TuningContext*> contexts,
                                           std::vector<WarmupGemm> plan, WarmupOptions options,
-                                          OnUpdate on_update = {});
+                                          OnUpdate on_update = {}, std::vector<bool> runs_head = {});
   // cancel()s and waits for the threads.
   ~WarmupJob();
   WarmupJob(const WarmupJob&) = delete;

@@ -249,6 +249,25 @@ TEST_F(TuningContextTest, OnlyTheLastDeviceTunesLmHead) {
   EXPECT_EQ(gemm1.prepares, 2);  // qkv_proj and lm_head
 }
 
+// Tensor parallelism: every rank of the last stage runs (and tunes) its slice of lm_head.
+TEST_F(TuningContextTest, EveryDeviceMarkedAsRunningTheHeadTunesLmHead) {
+  FakeTunableGemm gemm0 = device();
+  FakeTunableGemm gemm1 = device();
+  FakeTunableGemm gemm2 = device();
+  auto ctx0 = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 0, &gemm0);
+  auto ctx1 = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 1, &gemm1);
+  auto ctx2 = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 2, &gemm2);
+  ASSERT_TRUE(ctx0.ok() && ctx1.ok() && ctx2.ok());
+  std::vector<WarmupGemm> plan = {{kSig, "qkv_proj", 1, 2}, {kOther, "lm_head", 1, 1}};
+  auto job = WarmupJob::start({ctx0->get(), ctx1->get(), ctx2->get()}, plan, WarmupOptions{}, {},
+                              {false, true, true});
+  const WarmupSnapshot s = job->wait();
+  EXPECT_EQ(s.state, WarmupState::kDone);
+  EXPECT_EQ(gemm0.prepares, 1);  // qkv_proj only
+  EXPECT_EQ(gemm1.prepares, 2);  // qkv_proj and lm_head
+  EXPECT_EQ(gemm2.prepares, 2);
+}
+
 TEST_F(TuningContextTest, CancelledWarmupSkipsWhatIsLeft) {
   FakeTunableGemm gemm = device();
   auto ctx = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 0, &gemm);
