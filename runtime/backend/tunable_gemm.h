@@ -125,7 +125,8 @@ class TunableGemm {
     }
     return out;
   }
-  // A hint that `sig` is likely the next signature prepared: a device may list (and check) its
+  // A hint that `sig` is likely the signature of the next candidates() call (the tuner gives it
+  // once the current signature has listed its own): a device may list (and check) its
   // candidates in the background meanwhile. candidates() still answers for any signature.
   virtual void prefetch_candidates(const GemmSignature& sig) { (void)sig; }
 

@@ -180,8 +180,8 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
   // past the vocabulary are zeros.
   auto vocab_rows = [&](Backend& b, std::string name) -> absl::StatusOr<Tensor> {
     if (shard.size == 1) return loader.load(b, {name}, {c.vocab_size, h});
-    return loader.load_parts(b, {WeightPart{std::move(name), IndexRange{shard.first_vocab, shard.vocab_real}, {}}},
-                             {shard.vocab_rows, h}, /*zero_rest=*/true);
+    return loader.load_row_slice(b, std::move(name), shard.first_vocab, shard.vocab_real,
+                                 shard.vocab_rows, h);
   };
   TESSERA_ASSIGN_OR_RETURN(w.embed, vocab_rows(first, "model.embed_tokens.weight"));
   TESSERA_ASSIGN_OR_RETURN(w.final_norm, loader.load(last, {"model.norm.weight"}, {h}));

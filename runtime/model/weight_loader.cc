@@ -89,11 +89,21 @@ absl::StatusOr<Tensor> WeightLoader::load_parts(Backend& backend,
   }
   if (row != t.dim(0)) {
     return absl::InvalidArgumentError(absl::StrCat(weights_.path(), ": weight ",
-                                                   parts.begin()->name, "... has ", row,
+                                                   parts.size() > 0 ? parts.begin()->name : "",
+                                                   "... has ", row,
                                                    " rows, expected ", t.dim(0)));
   }
   bytes_loaded_ += t.nbytes();
   return t;
+}
+
+absl::StatusOr<Tensor> WeightLoader::load_row_slice(Backend& backend, std::string name,
+                                                    int64_t first, int64_t count, int64_t rows,
+                                                    int64_t cols) {
+  // A part of no rows would read as the whole tensor (WeightPart: a count of 0 is every row).
+  if (count == 0) return load_parts(backend, {}, {rows, cols}, /*zero_rest=*/true);
+  return load_parts(backend, {WeightPart{std::move(name), IndexRange{first, count}, {}}},
+                    {rows, cols}, /*zero_rest=*/true);
 }
 
 }  // namespace tessera

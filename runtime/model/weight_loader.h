@@ -43,6 +43,11 @@ class WeightLoader {
   // last rank's vocabulary slice).
   absl::StatusOr<Tensor> load_parts(Backend& backend, std::initializer_list<WeightPart> parts,
                                     std::initializer_list<int64_t> dims, bool zero_rest = false);
+  // Rows [first, first + count) of `name` [vocab, cols] followed by zero rows up to `rows` (a
+  // tensor-parallel rank's vocabulary slice, the last ranks' padded past the vocabulary; count
+  // may be 0, where the slice is padding only).
+  absl::StatusOr<Tensor> load_row_slice(Backend& backend, std::string name, int64_t first,
+                                        int64_t count, int64_t rows, int64_t cols);
   // Bytes of every tensor load() has placed.
   size_t bytes_loaded() const { return bytes_loaded_; }
 

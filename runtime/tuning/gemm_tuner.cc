@@ -62,7 +62,8 @@ int rotating_copies(const TuningConfig& config, size_t operand_bytes, size_t cac
 }
 
 absl::StatusOr<TuneOutcome> tune_gemm(TunableGemm& gemm, const GemmSignature& sig,
-                                      const TuningConfig& config, TuneHistory* history) {
+                                      const TuningConfig& config, TuneHistory* history,
+                                      const GemmSignature* next) {
   if (absl::Status s = sig.validate(); !s.ok()) return with_sig(sig, s);
   auto t0 = std::chrono::steady_clock::now();
   TuneOutcome outcome;
@@ -74,6 +75,8 @@ absl::StatusOr<TuneOutcome> tune_gemm(TunableGemm& gemm, const GemmSignature& si
                                                      kDefaultSolution)));
   }
   outcome.phases.list = seconds_since(t0);
+  // This GEMM has taken its listing: the next one's is made while this one is timed.
+  if (next != nullptr) gemm.prefetch_candidates(*next);
 
   t0 = std::chrono::steady_clock::now();
   outcome.copies = rotating_copies(config, gemm.operand_bytes(sig), gemm.cache_bytes());

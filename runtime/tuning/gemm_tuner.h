@@ -116,10 +116,13 @@ struct TuneOutcome {
 int rotating_copies(const TuningConfig& config, size_t operand_bytes, size_t cache_bytes);
 
 // Runs the loop above; `history` (may be null: every candidate is timed) is read and then
-// updated with this GEMM's rough timings. Errors (naming the signature): an invalid signature, a
+// updated with this GEMM's rough timings. `next` (may be null): the GEMM tuned after this one,
+// whose candidates the device may list in the background (TunableGemm::prefetch_candidates) once
+// this one has listed its own. Errors (naming the signature): an invalid signature, a
 // candidate list that does not start with the default, operands that cannot be prepared, or a
 // default that fails to run or time. A failing non-default candidate is reported, not an error.
 absl::StatusOr<TuneOutcome> tune_gemm(TunableGemm& gemm, const GemmSignature& sig,
-                                      const TuningConfig& config, TuneHistory* history = nullptr);
+                                      const TuningConfig& config, TuneHistory* history = nullptr,
+                                      const GemmSignature* next = nullptr);
 
 }  // namespace tessera

@@ -87,10 +87,13 @@ std::string TuningContext::solution_for(const GemmSignature& sig) {
   return answer ? answer->solution : std::string(kDefaultSolution);
 }
 
-GemmTuneReport TuningContext::tune(const GemmSignature& sig, bool force) {
+GemmTuneReport TuningContext::tune(const GemmSignature& sig, bool force,
+                                   const GemmSignature* next) {
   std::lock_guard<std::mutex> lock(tuner_mu_);
+  if (next != nullptr && !force && results_.find(*next)) next = nullptr;  // nothing to list
   if (!force) {
     if (std::optional<TunedSolution> have = results_.find(sig)) {
+      if (next != nullptr) gemm_->prefetch_candidates(*next);
       GemmTuneReport r;
       r.device = ordinal_;
       r.signature = sig;
@@ -105,15 +108,15 @@ GemmTuneReport TuningContext::tune(const GemmSignature& sig, bool force) {
       return r;
     }
   }
-  return tune_locked(sig);
+  return tune_locked(sig, next);
 }
 
-GemmTuneReport TuningContext::tune_locked(const GemmSignature& sig) {
+GemmTuneReport TuningContext::tune_locked(const GemmSignature& sig, const GemmSignature* next) {
   GemmTuneReport r;
   r.device = ordinal_;
   r.signature = sig;
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<TuneOutcome> outcome = tune_gemm(*gemm_, sig, config_, &history_);
+  absl::StatusOr<TuneOutcome> outcome = tune_gemm(*gemm_, sig, config_, &history_, next);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!outcome.ok()) {
@@ -144,11 +147,6 @@ GemmTuneReport TuningContext::tune_locked(const GemmSignature& sig) {
                  std::string(s.message()));
   }
   return r;
-}
-
-void TuningContext::prefetch(const GemmSignature& sig, bool force) {
-  if (!force && results_.find(sig)) return;
-  gemm_->prefetch_candidates(sig);
 }
 
 GemmTuningCounters TuningContext::counters() const {

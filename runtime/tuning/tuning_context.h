@@ -80,10 +80,10 @@ class TuningContext final : public GemmSolutionSource {
   // Tunes `sig` on the calling thread (waiting for the device's tuner when a warmup or another
   // caller holds it), unless it has a result and `force` is false; saves the file after tuning.
   // Tunes in any mode: the caller decides whether tuning is wanted.
-  GemmTuneReport tune(const GemmSignature& sig, bool force);
-  // A hint that tune(sig) comes next (TunableGemm::prefetch_candidates), unless `sig` has a
-  // result and `force` is false. Thread-safe; does not wait for the tuner.
-  void prefetch(const GemmSignature& sig, bool force);
+  // `next` (may be null): the signature the caller tunes after this one; unless it has a result
+  // and `force` is false, the device lists its candidates in the background
+  // (TunableGemm::prefetch_candidates) while `sig` is timed.
+  GemmTuneReport tune(const GemmSignature& sig, bool force, const GemmSignature* next = nullptr);
 
   int ordinal() const { return ordinal_; }
   const std::string& path() const { return path_; }
@@ -100,7 +100,7 @@ class TuningContext final : public GemmSolutionSource {
   TuningContext(const TuningConfig& config, TuningDeviceKind kind, int ordinal, TunableGemm* gemm);
   absl::Status load();
   // Tunes `sig` with tuner_mu_ held.
-  GemmTuneReport tune_locked(const GemmSignature& sig);
+  GemmTuneReport tune_locked(const GemmSignature& sig, const GemmSignature* next = nullptr);
 
   const TuningConfig config_;
   const int ordinal_;

@@ -71,10 +71,12 @@ void WarmupJob::run_device(TuningContext* context, bool head) {
   for (size_t i = 0; i < plan_.size(); ++i) {
     const WarmupGemm& g = plan_[i];
     if (!head && is_head_gemm(g)) continue;
-    // The next GEMM's candidates are listed in the background while this one is timed.
+    // The next GEMM's candidates are listed in the background while this one is timed (once
+    // this one has taken its own listing: a device keeps one listing in flight).
+    const GemmSignature* next = nullptr;
     for (size_t j = i + 1; j < plan_.size(); ++j) {
       if (!head && is_head_gemm(plan_[j])) continue;
-      if (!cancelled_.load(std::memory_order_acquire)) context->prefetch(plan_[j].signature, options_.force);
+      next = &plan_[j].signature;
       break;
     }
     const double elapsed =
@@ -95,7 +97,7 @@ void WarmupJob::run_device(TuningContext* context, bool head) {
         budget_spent_ = true;
       }
     } else {
-      report = context->tune(g.signature, options_.force);
+      report = context->tune(g.signature, options_.force, next);
     }
     report.used_by = g.used_by;
     if (report.outcome == GemmTuneOutcome::kFailed) {

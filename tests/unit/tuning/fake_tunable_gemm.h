@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,7 +29,11 @@ class FakeTunableGemm final : public TunableGemm {
   std::vector<std::pair<std::string, std::string>> validators() const override {
     return validators_;
   }
-  absl::StatusOr<std::vector<std::string>> candidates(const GemmSignature&) override {
+  absl::StatusOr<std::vector<std::string>> candidates(const GemmSignature& sig) override {
+    // A prefetched listing is taken by the candidates() of its signature, as a GPU's is; another
+    // prefetch before that replaces it (one listing in flight).
+    if (prefetched_ == sig) ++prefetch_hits;
+    prefetched_.reset();
     std::vector<std::string> out;
     for (const FakeCandidate& c : candidates_) out.push_back(c.name);
     return out;
@@ -59,12 +64,18 @@ class FakeTunableGemm final : public TunableGemm {
     ++releases;
     outputs_.clear();
   }
+  void prefetch_candidates(const GemmSignature& sig) override {
+    ++prefetches;
+    prefetched_ = sig;
+  }
 
   size_t operand_bytes_ = 1 << 20;
   size_t cache_bytes_ = 8 << 20;
   int prepares = 0;
   int releases = 0;
   int copies_prepared = 0;
+  int prefetches = 0;     // prefetch_candidates() calls
+  int prefetch_hits = 0;  // candidates() calls that found their signature prefetched
   std::map<std::string, std::vector<int64_t>> timed;  // iterations asked, per candidate
 
  private:
@@ -79,6 +90,7 @@ class FakeTunableGemm final : public TunableGemm {
   std::vector<std::pair<std::string, std::string>> validators_;
   size_t size_ = 0;
   std::vector<std::vector<float>> outputs_;
+  std::optional<GemmSignature> prefetched_;
 };
 
 }  // namespace tessera::testing

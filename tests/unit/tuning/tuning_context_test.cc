@@ -268,6 +268,25 @@ TEST_F(TuningContextTest, EveryDeviceMarkedAsRunningTheHeadTunesLmHead) {
   EXPECT_EQ(gemm2.prepares, 2);
 }
 
+// The next GEMM's candidates are listed while the current one is tuned: each prefetch must
+// reach the candidates() of its own signature (a GPU keeps one listing in flight, and a later
+// prefetch replaces it), so every GEMM of the plan after the first takes a prefetched listing.
+TEST_F(TuningContextTest, WarmupPrefetchesReachTheirGemms) {
+  FakeTunableGemm gemm = device();
+  auto ctx = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 0, &gemm);
+  ASSERT_TRUE(ctx.ok());
+  std::vector<WarmupGemm> plan;
+  for (int64_t t = 1; t <= 4; ++t) {
+    plan.push_back({GemmSignature::for_linear(t, 8, 16, GemmDType::kF32, GemmDType::kF32),
+                    "qkv_proj", t, 1});
+  }
+  const WarmupSnapshot s = WarmupJob::start({ctx->get()}, plan, WarmupOptions{})->wait();
+  EXPECT_EQ(s.done, plan.size());
+  EXPECT_EQ(gemm.prepares, 4);
+  EXPECT_EQ(gemm.prefetches, 3);
+  EXPECT_EQ(gemm.prefetch_hits, 3);
+}
+
 TEST_F(TuningContextTest, CancelledWarmupSkipsWhatIsLeft) {
   FakeTunableGemm gemm = device();
   auto ctx = TuningContext::create(config(TuningMode::kWarmup), TuningDeviceKind::kGpu, 0, &gemm);
