@@ -252,6 +252,9 @@ class GpuCommunicator final : public Communicator {
       return;
     }
     const int64_t rows = part.dim(0), part_cols = part.dim(1);
+    // A `full` rank 0 refuses is an error, but rank 0 still receives what the others send (into
+    // its scratch, dropped): returning early would leave their sends waiting for ever.
+    bool full_ok = true;
     if (rank_ == 0) {
       if (full.dtype != DType::kF32 || full.rank != 2 || full.dim(0) != rows ||
           full.dim(1) > part_cols * size()) {
@@ -259,14 +262,14 @@ class GpuCommunicator final : public Communicator {
             backend_->name(), ": gather_columns: full must be F32 [", rows,
             ", <= ", part_cols * size(), "], is ", dtype_name(full.dtype), " of rank ", full.rank,
             full.rank == 2 ? str_cat(" [", full.dim(0), ", ", full.dim(1), "]") : "")));
-        return;
+        full_ok = false;
       }
     }
     if (rows == 0 || part_cols == 0) return;
     backend_->make_current();
     const gpuStream_t stream = backend_->stream();
     // Rank 0's own part straight into its columns.
-    if (rank_ == 0 && !copy_columns(part.as<float>(), rows, part_cols, full, 0)) return;
+    if (rank_ == 0 && full_ok && !copy_columns(part.as<float>(), rows, part_cols, full, 0)) return;
     if (size() == 1) return;
     // The others' parts through rank 0's scratch (allocated at creation: nothing allocates while
     // a collective may be waiting), in chunks of rows. Every rank cuts the same chunks.
@@ -303,6 +306,7 @@ class GpuCommunicator final : public Communicator {
         record_error(nccl.status(r, "ncclRecv"));
         return;
       }
+      if (!full_ok) continue;
       const Tensor rows_of_full = full.rows(first, count);
       for (int s = 1; s < size(); ++s) {
         if (!copy_columns(scratch + (s - 1) * chunk_floats, count, part_cols, rows_of_full, s)) {
