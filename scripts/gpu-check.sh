@@ -342,8 +342,8 @@ PY
 # argmax and the logits' error), `tessera bench serve` at concurrency 1 and 64 on 1 GPU, 2
 # pipeline stages, TP2, TP4 and 2 stages x TP2 (TP_SERVE picks), and `tessera bench all-reduce`;
 # TP_PART=70b: a Llama-3-70B-shaped random model (tests/reference/random_llama_shards.py, ~141
-# GB in $TP_DIR, default /dev/shm) served at TP4 and at 2 stages x TP2, batch-1 tok/s beside its
-# weight-bandwidth roofline.
+# GB in $TP_DIR, default /dev/shm when it has room, else /tmp) served at TP4 and at 2 stages x
+# TP2, batch-1 tok/s beside its weight-bandwidth roofline.
 run_tp() {
   export NCCL_NVLS_ENABLE=0
   # NCCL: the one PyTorch's wheel ships (nvidia-nccl-cu13).
@@ -408,7 +408,13 @@ PY
     done
     return
   fi
-  local model=${TP_DIR:-/dev/shm}/llama70b
+  # ~141 GB: /dev/shm where it has room (the page cache then serves the loads), else disk.
+  local base=${TP_DIR:-}
+  if [[ -z $base ]]; then
+    base=/tmp
+    (( $(df --output=avail -k /dev/shm 2> /dev/null | tail -1) > 150000000 )) && base=/dev/shm
+  fi
+  local model=$base/llama70b
   MODEL=$model
   python3 tests/reference/random_llama_shards.py "$model" 70b || { status=1; return; }
   local -A serve=([tp4]="--devices 0,1,2,3 --tensor-parallel-size 4"
