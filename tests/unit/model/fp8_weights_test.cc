@@ -17,6 +17,7 @@
 #include "runtime/model_io/weight_slice.h"
 #include "runtime/model_io/weight_source.h"
 #include "tests/unit/model/gguf_builder.h"
+#include "tests/unit/model/safetensors_builder.h"
 
 namespace tessera {
 namespace {
@@ -24,36 +25,10 @@ namespace {
 using ::testing::HasSubstr;
 using testing::TempDir;
 
-// A .safetensors file built entry by entry (data back to back).
-class Builder {
- public:
-  Builder& tensor(const std::string& name, const std::string& dtype, const std::string& shape,
-                  const std::string& bytes) {
-    if (!entries_.empty()) entries_ += ",";
-    entries_ += "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape +
-                ",\"data_offsets\":[" + std::to_string(data_.size()) + "," +
-                std::to_string(data_.size() + bytes.size()) + "]}";
-    data_ += bytes;
-    return *this;
-  }
-  std::string build() const {
-    const std::string h = "{" + entries_ + "}";
-    std::string s;
-    testing::put_u64(s, h.size());
-    return s + h + data_;
-  }
-
- private:
-  std::string entries_;
-  std::string data_;
-};
+using Builder = testing::SafetensorsBuilder;
 
 std::string f32(const std::vector<float>& v) { return testing::f32_bytes(v); }
-std::string bf16(const std::vector<float>& v) {
-  std::string s;
-  for (float x : v) testing::put_le<uint16_t>(s, float_to_bf16(x));
-  return s;
-}
+std::string bf16(const std::vector<float>& v) { return testing::bf16_bytes(v); }
 std::string bytes(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
 // rows x cols distinct finite codes (no NaN: e4m3fn's S.1111.111; e5m2's S.11111.xx).

@@ -9,61 +9,17 @@
 #include "runtime/model_io/safetensors_file.h"
 #include "runtime/model_io/safetensors_weights.h"
 #include "tests/unit/model/gguf_builder.h"
+#include "tests/unit/model/safetensors_builder.h"
 
 namespace tessera {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::SafetensorsBuilder;
 using testing::TempDir;
 
-// Builds a .safetensors file: entries are appended in order and laid out back to back.
-class SafetensorsBuilder {
- public:
-  SafetensorsBuilder& tensor(const std::string& name, const std::string& dtype,
-                             const std::string& shape_json, const std::string& bytes) {
-    add_entry(name, dtype, shape_json, data_.size(), data_.size() + bytes.size());
-    data_ += bytes;
-    return *this;
-  }
-  // An entry with explicit offsets and no data of its own.
-  SafetensorsBuilder& add_entry(const std::string& name, const std::string& dtype,
-                                const std::string& shape_json, uint64_t begin, uint64_t end) {
-    if (!entries_.empty()) entries_ += ",";
-    entries_ += "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape_json +
-                ",\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(end) + "]}";
-    return *this;
-  }
-  SafetensorsBuilder& raw_entry(const std::string& json) {
-    if (!entries_.empty()) entries_ += ",";
-    entries_ += json;
-    return *this;
-  }
-  std::string header() const {
-    return "{\"__metadata__\":{\"format\":\"pt\"}" + std::string(entries_.empty() ? "" : ",") +
-           entries_ + "}";
-  }
-  std::string build() const { return with_header(header()); }
-  std::string with_header(const std::string& h) const {
-    std::string s;
-    testing::put_u64(s, h.size());
-    return s + h + data_;
-  }
-
- private:
-  std::string entries_;
-  std::string data_;
-};
-
-std::string f16_bytes(const std::vector<float>& v) {
-  std::string s;
-  for (float x : v) testing::put_le<uint16_t>(s, float_to_half(x));
-  return s;
-}
-std::string bf16_bytes(const std::vector<float>& v) {
-  std::string s;
-  for (float x : v) testing::put_le<uint16_t>(s, float_to_bf16(x));
-  return s;
-}
+using testing::bf16_bytes;
+using testing::f16_bytes;
 
 // A llama config.json for a model of hidden 4, 1 layer, vocab 3.
 const char* kTinyConfig = R"({

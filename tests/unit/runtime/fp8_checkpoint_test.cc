@@ -20,36 +20,23 @@
 #include "base/fp8.h"
 #include "runtime/model_instance.h"
 #include "runtime/model_io/safetensors_file.h"
+#include "tests/unit/model/safetensors_builder.h"
+#include "tests/unit/runtime/family_fixtures.h"
 
 namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kFixture = fs::path(TESSERA_SOURCE_DIR) / "tests/data/families/llama";
+const fs::path kFixture = testing::kFamilyFixtures / "llama";
+using testing::prompt_logits;
+using testing::rel_err;
 
-// A safetensors file written tensor by tensor.
-class SafetensorsWriter {
- public:
-  void add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape,
-           const void* data, size_t nbytes) {
-    header_[name] = {{"dtype", dtype},
-                     {"shape", shape},
-                     {"data_offsets", {data_.size(), data_.size() + nbytes}}};
-    data_.append(static_cast<const char*>(data), nbytes);
-  }
-  void write(const fs::path& path) const {
-    const std::string h = header_.dump();
-    const uint64_t n = h.size();
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out << h << data_;
-    ASSERT_TRUE(out.good()) << path;
-  }
-
- private:
-  nlohmann::json header_ = nlohmann::json::object();
-  std::string data_;
-};
+// A builder's file at `path`.
+void write_file(const testing::SafetensorsBuilder& b, const fs::path& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << b.build();
+  ASSERT_TRUE(out.good()) << path;
+}
 
 bool is_linear(std::string_view name) {
   return name.starts_with("model.layers.") && name.ends_with("_proj.weight");
@@ -62,15 +49,15 @@ void write_checkpoints(const fs::path& fp8_dir, const fs::path& dequant_dir) {
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
       SafetensorsFile::open((src / "model.safetensors").string());
   ASSERT_TRUE(file.ok()) << file.status();
-  SafetensorsWriter fp8, dequant;
+  testing::SafetensorsBuilder fp8, dequant;
   for (const SafetensorsTensor& t : (*file)->tensors()) {
     ASSERT_EQ(t.dtype, DType::kF32) << t.name;
     const std::span<const uint8_t> bytes = (*file)->tensor_bytes(t);
     std::vector<float> w(bytes.size() / 4);
     std::memcpy(w.data(), bytes.data(), bytes.size());
     if (!is_linear(t.name)) {
-      fp8.add(t.name, "F32", t.shape, w.data(), bytes.size());
-      dequant.add(t.name, "F32", t.shape, w.data(), bytes.size());
+      fp8.tensor(t.name, "F32", t.shape, w.data(), bytes.size());
+      dequant.tensor(t.name, "F32", t.shape, w.data(), bytes.size());
       continue;
     }
     ASSERT_EQ(t.shape.size(), 2u) << t.name;
@@ -88,10 +75,10 @@ void write_checkpoints(const fs::path& fp8_dir, const fs::path& dequant_dir) {
         values[k] = fp8_e4m3fn_to_float(codes[k]) * scale;
       }
     }
-    fp8.add(t.name, "F8_E4M3", t.shape, codes.data(), codes.size());
+    fp8.tensor(t.name, "F8_E4M3", t.shape, codes.data(), codes.size());
     const std::string scale_name = t.name + "_scale";  // <prefix>.weight_scale
-    fp8.add(scale_name, "F32", {rows, 1}, scales.data(), scales.size() * 4);
-    dequant.add(t.name, "F32", t.shape, values.data(), values.size() * 4);
+    fp8.tensor(scale_name, "F32", {rows, 1}, scales.data(), scales.size() * 4);
+    dequant.tensor(t.name, "F32", t.shape, values.data(), values.size() * 4);
   }
   for (const fs::path& dir : {fp8_dir, dequant_dir}) {
     fs::create_directories(dir);
@@ -99,8 +86,8 @@ void write_checkpoints(const fs::path& fp8_dir, const fs::path& dequant_dir) {
       fs::copy_file(src / name, dir / name, fs::copy_options::overwrite_existing);
     }
   }
-  fp8.write(fp8_dir / "model.safetensors");
-  dequant.write(dequant_dir / "model.safetensors");
+  write_file(fp8, fp8_dir / "model.safetensors");
+  write_file(dequant, dequant_dir / "model.safetensors");
   std::ifstream in(src / "config.json");
   nlohmann::json config = nlohmann::json::parse(in);
   std::ofstream(dequant_dir / "config.json") << config.dump(2);
@@ -129,38 +116,6 @@ InstanceOptions cpu_options(int32_t ranks) {
   return options;
 }
 
-// fp32 logits after `prompt`, in one prefill step straight through the runner.
-std::vector<float> prompt_logits(ModelInstance& m, const std::vector<int32_t>& prompt) {
-  const int32_t n = static_cast<int32_t>(prompt.size()), bs = m.cache().block_size();
-  BlockTable table;
-  EXPECT_TRUE(table.reserve(n, bs, m.cache().allocator()));
-  StepBatch batch;
-  batch.query_start = {0, n};
-  batch.context_len = {n};
-  batch.block_tables = table.blocks();
-  batch.max_blocks = table.num_blocks();
-  for (int32_t p = 0; p < n; ++p) {
-    batch.token_ids.push_back(prompt[p]);
-    batch.positions.push_back(p);
-    batch.slot_mapping.push_back(table.slot(p, bs));
-  }
-  batch.logits_rows = {n - 1};
-  std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
-  const absl::Status s = m.runner().forward(batch, m.cache(), logits);
-  EXPECT_TRUE(s.ok()) << s;
-  table.release(m.cache().allocator());
-  return logits;
-}
-
-double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return got.size() == want.size() ? std::sqrt(num / den) : INFINITY;
-}
-
 std::unique_ptr<ModelInstance> load(const fs::path& dir, int32_t ranks) {
   absl::StatusOr<std::unique_ptr<ModelInstance>> m = ModelInstance::load(dir, cpu_options(ranks));
   EXPECT_TRUE(m.ok()) << dir << ": " << m.status();
@@ -181,10 +136,10 @@ TEST(Fp8Checkpoint, LoadsAsItsDequantizedValuesOnTheCpu) {
   EXPECT_EQ(fp8->config().quantization.method, WeightQuantization::Method::kCompressedTensors);
   EXPECT_EQ(fp8_tp->tensor_parallel_size(), 2);
 
-  std::ifstream in(kFixture / "expected.json");
-  const nlohmann::json expected = nlohmann::json::parse(in);
-  for (const auto& c : expected.at("cases")) {
-    const std::vector<int32_t> prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
+  const std::vector<testing::FamilyCase> cases = testing::read_family_cases(kFixture, "cases");
+  ASSERT_FALSE(cases.empty());
+  for (const testing::FamilyCase& c : cases) {
+    const std::vector<int32_t>& prompt = c.prompt;
     const std::vector<float> want = prompt_logits(*dequant, prompt);
     const double same_values = rel_err(prompt_logits(*fp8, prompt), want);
     const double same_values_tp = rel_err(prompt_logits(*fp8_tp, prompt), want);

@@ -18,33 +18,17 @@
 
 #include "runtime/model/tensor_parallel.h"
 #include "runtime/model_instance.h"
-#include "tests/unit/runtime/prompt_logits.h"
+#include "tests/unit/runtime/family_fixtures.h"
 
 namespace tessera {
 namespace {
 
+using testing::FamilyCase;
+using testing::greedy_tokens;
 using testing::prompt_logits;
 using testing::rel_err;
-
-const std::filesystem::path kFixtures = std::filesystem::path(TESSERA_SOURCE_DIR) / "tests/data/families";
-
-struct Case {
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> greedy;  // transformers' greedy continuation, eos ignored
-};
-
-std::vector<Case> read_cases(const std::filesystem::path& dir, const char* key) {
-  std::ifstream in(dir / "expected.json");
-  EXPECT_TRUE(in) << "missing " << dir / "expected.json";
-  std::vector<Case> out;
-  if (!in) return out;
-  const nlohmann::json expected = nlohmann::json::parse(in);
-  for (const auto& c : expected.at(key)) {
-    out.push_back({c.at("prompt_ids").get<std::vector<int32_t>>(),
-                   c.at("greedy_ids").get<std::vector<int32_t>>()});
-  }
-  return out;
-}
+using testing::kFamilyFixtures;
+using testing::read_family_cases;
 
 // `ranks` tensor-parallel CPU ranks per stage, over `stages` pipeline stages; with `micro_batches`
 // a prefill of at least 2 x 16 tokens flows through the stages in 2 parts.
@@ -73,36 +57,6 @@ std::unique_ptr<ModelInstance> load(const std::filesystem::path& path, const Ins
 }
 
 
-// Greedy tokens of every prompt at once through the engine (one batch: prefill, then decode
-// steps reading the paged cache).
-std::vector<std::vector<int32_t>> greedy_tokens(ModelInstance& m, const std::vector<Case>& cases) {
-  std::vector<RequestHandle> handles;
-  for (const Case& c : cases) {
-    auto r = std::make_shared<Request>();
-    r->prompt = c.prompt;
-    r->sampling.temperature = 0;
-    r->stop.max_tokens = static_cast<int32_t>(c.greedy.size());
-    r->stop.ignore_eos = true;
-    absl::StatusOr<RequestHandle> h = m.engine().submit(r);
-    EXPECT_TRUE(h.ok()) << h.status();
-    if (!h.ok()) return {};
-    handles.push_back(*std::move(h));
-  }
-  std::vector<std::vector<int32_t>> out(cases.size());
-  for (size_t done = 0; done < cases.size();) {
-    m.engine().step();
-    for (size_t i = 0; i < handles.size(); ++i) {
-      while (auto o = handles[i].stream->try_next()) {
-        out[i].insert(out[i].end(), o->token_ids.begin(), o->token_ids.end());
-        EXPECT_TRUE(o->status.ok()) << o->status;
-        done += o->finished ? 1 : 0;
-      }
-    }
-  }
-  return out;
-}
-
-
 struct Split {
   int32_t ranks;
   int32_t stages;
@@ -118,12 +72,12 @@ class TensorParallelFamilies : public ::testing::TestWithParam<std::string> {
  protected:
   // The one-rank model against each split, on the cases of `key`.
   void check(const std::filesystem::path& path, const char* key) {
-    const std::vector<Case> cases = read_cases(kFixtures / GetParam(), key);
+    const std::vector<FamilyCase> cases = read_family_cases(kFamilyFixtures / GetParam(), key);
     ASSERT_FALSE(cases.empty());
     std::unique_ptr<ModelInstance> one = load(path, cpu_options(1, 1, DecodeGraphs::kOff));
     ASSERT_NE(one, nullptr);
     std::vector<std::vector<float>> want;
-    for (const Case& c : cases) want.push_back(prompt_logits(*one, c.prompt));
+    for (const FamilyCase& c : cases) want.push_back(prompt_logits(*one, c.prompt));
     one.reset();
     for (const Split& split : {Split{2, 1, DecodeGraphs::kOff}, Split{4, 1, DecodeGraphs::kOff},
                                Split{2, 2, DecodeGraphs::kOff}, Split{2, 1, DecodeGraphs::kAlways},
@@ -152,7 +106,7 @@ class TensorParallelFamilies : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(TensorParallelFamilies, HfDirectoryGivesTheOneRankModel) {
-  check(kFixtures / GetParam() / "hf", "cases");
+  check(kFamilyFixtures / GetParam() / "hf", "cases");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TensorParallelFamilies,
@@ -162,8 +116,8 @@ INSTANTIATE_TEST_SUITE_P(Families, TensorParallelFamilies,
 
 // llama.cpp's GGUF stores q and k rows interleaved per head: the ranks take whole heads.
 TEST(TensorParallel, GgufFileGivesTheOneRankModel) {
-  const std::filesystem::path dir = kFixtures / "llama";
-  const std::vector<Case> cases = read_cases(dir, "gguf_cases");
+  const std::filesystem::path dir = kFamilyFixtures / "llama";
+  const std::vector<FamilyCase> cases = read_family_cases(dir, "gguf_cases");
   std::unique_ptr<ModelInstance> one = load(dir / "llama.gguf", cpu_options(1, 1, DecodeGraphs::kOff));
   std::unique_ptr<ModelInstance> two = load(dir / "llama.gguf", cpu_options(2, 1, DecodeGraphs::kOff));
   ASSERT_NE(one, nullptr);
@@ -179,7 +133,7 @@ TEST(TensorParallel, GgufFileGivesTheOneRankModel) {
 
 TEST(TensorParallel, RefusesARankCountThatDoesNotSplitTheModel) {
   // The fixtures have 4 heads, 2 KV heads and an intermediate size of 160.
-  const std::filesystem::path hf = kFixtures / "llama" / "hf";
+  const std::filesystem::path hf = kFamilyFixtures / "llama" / "hf";
   absl::StatusOr<std::unique_ptr<ModelInstance>> m =
       ModelInstance::load(hf, cpu_options(3, 1, DecodeGraphs::kOff));
   ASSERT_FALSE(m.ok());
@@ -194,7 +148,7 @@ TEST(TensorParallel, RefusesDevicesThatDoNotFormStages) {
   InstanceOptions options = cpu_options(2, 1, DecodeGraphs::kOff);
   options.backend.devices = {0, 1, 2};
   absl::StatusOr<std::unique_ptr<ModelInstance>> m =
-      ModelInstance::load(kFixtures / "llama" / "hf", options);
+      ModelInstance::load(kFamilyFixtures / "llama" / "hf", options);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("tensor_parallel_size: 2 does not divide the 3 devices"),
             std::string::npos)
@@ -203,7 +157,7 @@ TEST(TensorParallel, RefusesDevicesThatDoNotFormStages) {
 
 TEST(TensorParallel, PlanTableSaysEachStagesRanksAndPerDeviceBytes) {
   std::unique_ptr<ModelInstance> m =
-      load(kFixtures / "qwen3" / "hf", cpu_options(2, 2, DecodeGraphs::kOff));
+      load(kFamilyFixtures / "qwen3" / "hf", cpu_options(2, 2, DecodeGraphs::kOff));
   ASSERT_NE(m, nullptr);
   const PlacementPlan& plan = m->plan();
   EXPECT_EQ(plan.tensor_parallel_size, 2);
@@ -219,7 +173,7 @@ TEST(TensorParallel, PlanTableSaysEachStagesRanksAndPerDeviceBytes) {
 
 // Warmup tunes the GEMMs a rank runs: its share of q/k/v, gate/up and the vocabulary.
 TEST(TensorParallel, WarmupPlansTheGemmsOfOneRank) {
-  std::unique_ptr<ModelInstance> m = load(kFixtures / "llama" / "hf", cpu_options(2, 1, DecodeGraphs::kOff));
+  std::unique_ptr<ModelInstance> m = load(kFamilyFixtures / "llama" / "hf", cpu_options(2, 1, DecodeGraphs::kOff));
   ASSERT_NE(m, nullptr);
   absl::StatusOr<std::vector<WarmupGemm>> plan = m->tuning().plan(m->tuning().default_spec());
   ASSERT_TRUE(plan.ok()) << plan.status();
