@@ -416,6 +416,60 @@ __device__ __forceinline__ float exp2_approx(float x) {
 
 // d[64 x 64] += a[64 x 16] (registers, the mma.m16n8k16 A layout per warp) b[16 x 64], b N-major
 // (transposed) in 128-byte-swizzled shared memory.
+// The wgmma accumulator O of a thread's two query rows, in Regions column regions of 64 (row 0:
+// o[b][4i], o[b][4i + 1]; row 1: o[b][4i + 2], o[b][4i + 3]; columns b * 64 + i * 8 + 2t, + 1):
+// rescaled by the online softmax's alphas, and stored normalized (rows past the query tile's end
+// not written).
+template <int Regions>
+__device__ __forceinline__ void rescale_rows(float (&o)[Regions][32], float alpha0, float alpha1) {
+#pragma unroll
+  for (int b = 0; b < Regions; ++b) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      o[b][4 * i] *= alpha0;
+      o[b][4 * i + 1] *= alpha0;
+      o[b][4 * i + 2] *= alpha1;
+      o[b][4 * i + 3] *= alpha1;
+    }
+  }
+}
+template <typename T, int Regions>
+__device__ __forceinline__ void store_rows(const float (&o)[Regions][32], float inv0, float inv1,
+                                           T* row0, T* row1, bool write0, bool write1) {
+#pragma unroll
+  for (int b = 0; b < Regions; ++b) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int col = b * 64 + i * 8;
+      if (write0) {
+        *reinterpret_cast<uint32_t*>(row0 + col) =
+            Element<T>::pack(o[b][4 * i] * inv0, o[b][4 * i + 1] * inv0);
+      }
+      if (write1) {
+        *reinterpret_cast<uint32_t*>(row1 + col) =
+            Element<T>::pack(o[b][4 * i + 2] * inv1, o[b][4 * i + 3] * inv1);
+      }
+    }
+  }
+}
+// Keeps O, S and P in registers across the ping-pong's turns (see pin()).
+template <int Regions, int SCount, int PRows>
+__device__ __forceinline__ void pin_registers(float (&o)[Regions][32], float (&s)[SCount],
+                                              uint32_t (&p)[PRows][4]) {
+#pragma unroll
+  for (int b = 0; b < Regions; ++b) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pin(o[b][i]);
+  }
+#pragma unroll
+  for (int i = 0; i < SCount; ++i) pin(s[i]);
+#pragma unroll
+  for (int kk = 0; kk < PRows; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pin(p[kk][i]);
+  }
+}
+
 // One key tile's online-softmax step in the wgmma accumulator layout, for the two query rows a
 // thread holds (s[4c], s[4c + 1] of row 0 and s[4c + 2], s[4c + 3] of row 1, for Chunks chunks of 8
 // keys): the rows' running max and sum move on, the tile's probabilities go to `p` (the PV
@@ -738,32 +792,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   };
-  auto rescale = [&](float alpha0, float alpha1) {
-#pragma unroll
-    for (int b = 0; b < kRegions; ++b) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        o[b][4 * i] *= alpha0;
-        o[b][4 * i + 1] *= alpha0;
-        o[b][4 * i + 2] *= alpha1;
-        o[b][4 * i + 3] *= alpha1;
-      }
-    }
-  };
-  auto pin_all = [&] {
-#pragma unroll
-    for (int b = 0; b < kRegions; ++b) {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) pin(o[b][i]);
-    }
-#pragma unroll
-    for (int i = 0; i < 64; ++i) pin(s[i]);
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) pin(p[kk][i]);
-    }
-  };
+  auto rescale = [&](float alpha0, float alpha1) { rescale_rows(o, alpha0, alpha1); };
+  auto pin_all = [&] { pin_registers(o, s, p); };
   // Softmax of the current query tile's key tile `key_tile` from one running max.
   auto softmax = [&](float& alpha0, float& alpha1, int key_tile) {
     const int key_base = (key_tile + tp.k_tile0) * kBlockN;
@@ -807,22 +837,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int row0 = tp.qt * kBlockM + row_in_tile;
     T* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;
     T* o1 = o0 + 8 * out_stride;
-    const bool write0 = row0 < tp.q_len, write1 = row0 + 8 < tp.q_len;
-#pragma unroll
-    for (int b = 0; b < kRegions; ++b) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int col = b * 64 + i * 8;
-        if (write0) {
-          *reinterpret_cast<uint32_t*>(o0 + col) =
-              Element<T>::pack(o[b][4 * i] * inv0, o[b][4 * i + 1] * inv0);
-        }
-        if (write1) {
-          *reinterpret_cast<uint32_t*>(o1 + col) =
-              Element<T>::pack(o[b][4 * i + 2] * inv1, o[b][4 * i + 3] * inv1);
-        }
-      }
-    }
+    store_rows(o, inv0, inv1, o0, o1, row0 < tp.q_len, row0 + 8 < tp.q_len);
   };
   // Ping-pong: the warpgroups take turns issuing their wgmmas (named barriers 1 and 2: a turn
   // waits for the other warpgroup's previous turn to be issued), so one warpgroup's softmax runs
@@ -1053,20 +1068,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   };
-  auto pin_all = [&] {
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) pin(o[b][i]);
-    }
-#pragma unroll
-    for (int i = 0; i < 32; ++i) pin(s[i]);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) pin(p[kk][i]);
-    }
-  };
+  auto pin_all = [&] { pin_registers(o, s, p); };
   const int qpos0 = tp.first_pos + row_in_tile, qpos1 = qpos0 + 8;
   const int last0 = causal ? min(qpos0, tp.ctx - 1) : tp.ctx - 1;
   const int last1 = causal ? min(qpos1, tp.ctx - 1) : tp.ctx - 1;
@@ -1086,18 +1088,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     online_softmax_tile<T, 8>(s, scale_log2, m0, m1, l0, l1, alpha0, alpha1, p);
   };
-  auto rescale = [&](float alpha0, float alpha1) {
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        o[b][4 * i] *= alpha0;
-        o[b][4 * i + 1] *= alpha0;
-        o[b][4 * i + 2] *= alpha1;
-        o[b][4 * i + 3] *= alpha1;
-      }
-    }
-  };
+  auto rescale = [&](float alpha0, float alpha1) { rescale_rows(o, alpha0, alpha1); };
   // Ping-pong turns as in prefill_kernel above (named barriers 1 and 2; warpgroup 0 first).
   auto turn_wait = [&](int count) { named_bar_sync(1 + wg, count); };
   auto turn_pass = [&] { named_bar_arrive(2 - wg, kThreads); };
@@ -1158,22 +1149,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int row0 = tp.qt * kBlockM + row_in_tile;
   T* o0 = out + (tp.q_begin + row0) * out_stride + static_cast<int64_t>(tp.h) * D + 2 * t;
   T* o1 = o0 + 8 * out_stride;
-  const bool write0 = row0 < tp.q_len, write1 = row0 + 8 < tp.q_len;
-#pragma unroll
-  for (int b = 0; b < 4; ++b) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int col = b * 64 + i * 8;
-      if (write0) {
-        *reinterpret_cast<uint32_t*>(o0 + col) =
-            Element<T>::pack(o[b][4 * i] * inv.x, o[b][4 * i + 1] * inv.x);
-      }
-      if (write1) {
-        *reinterpret_cast<uint32_t*>(o1 + col) =
-            Element<T>::pack(o[b][4 * i + 2] * inv.y, o[b][4 * i + 3] * inv.y);
-      }
-    }
-  }
+  store_rows(o, inv.x, inv.y, o0, o1, row0 < tp.q_len, row0 + 8 < tp.q_len);
 #else
   __trap();  // built without sm_90a machine code (see prefill_kernel above)
 #endif  // TESSERA_PREFILL_SM90
