@@ -18,6 +18,7 @@
 #include "runtime/model_io/weight_source.h"
 #include "tests/unit/model/gguf_builder.h"
 #include "tests/unit/model/safetensors_builder.h"
+#include "tests/unit/model/read_weights.h"
 
 namespace tessera {
 namespace {
@@ -57,18 +58,7 @@ constexpr const char* kCompressedChannel = R"({"quant_method": "compressed-tenso
   "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": true}}}})";
 constexpr const char* kFp8Blocks = R"({"quant_method": "fp8", "weight_block_size": [2, 4]})";
 
-// Tensor "w" as read_f32 gives it.
-std::vector<float> read(const WeightSource& w, const std::string& name) {
-  absl::StatusOr<RawTensor> raw = w.raw(name);
-  EXPECT_TRUE(raw.ok()) << raw.status();
-  if (!raw.ok()) return {};
-  size_t n = 1;
-  for (int64_t d : raw->info.shape) n *= static_cast<size_t>(d);
-  std::vector<float> out(n);
-  const absl::Status s = w.read_f32(name, raw->info.shape, out);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
+using testing::read_all;
 
 // What the rectangle [r0, r0 + nr) x [c0, c0 + nc) of `full` (rows of `cols`) holds.
 std::vector<float> rect(const std::vector<float>& full, int64_t cols, IndexRange r, IndexRange c) {
@@ -122,17 +112,17 @@ TEST_F(Fp8WeightsTest, PerTensorAndPerChannelScalesReadAsCodeTimesScale) {
 
   std::vector<float> want;
   for (uint8_t c : a) want.push_back(fp8_e4m3fn_to_float(c) * 0.0123f);
-  EXPECT_EQ(read(*w, "a.weight"), want);
+  EXPECT_EQ(read_all(*w, "a.weight"), want);
   want.clear();
   for (size_t k = 0; k < b.size(); ++k) {
     want.push_back(fp8_e4m3fn_to_float(b[k]) * bf16_to_float(float_to_bf16(b_scales[k / 6])));
   }
-  const std::vector<float> b_full = read(*w, "b.weight");
+  const std::vector<float> b_full = read_all(*w, "b.weight");
   EXPECT_EQ(b_full, want);
   want.clear();
   for (uint8_t c : e) want.push_back(fp8_e5m2_to_float(c) * 0.001f);
-  EXPECT_EQ(read(*w, "e.weight"), want);
-  EXPECT_EQ(read(*w, "lm_head.weight"), (std::vector<float>{1.5f, -2.5f}));
+  EXPECT_EQ(read_all(*w, "e.weight"), want);
+  EXPECT_EQ(read_all(*w, "lm_head.weight"), (std::vector<float>{1.5f, -2.5f}));
 
   TESSERA_ASSERT_OK_AND_ASSIGN(RawTensor ra, w->raw("a.weight"));
   EXPECT_EQ(ra.info.dtype, DType::kF8_E4M3);
@@ -152,7 +142,7 @@ TEST_F(Fp8WeightsTest, PerTensorAndPerChannelScalesReadAsCodeTimesScale) {
                       {{1, 3}, {1, 4}}}) {
     TESSERA_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WeightSlice> slice,
                                  WeightSlice::create(*w, "b.weight", r, c));
-    EXPECT_EQ(read(*slice, "b.weight"), rect(b_full, 6, r, c))
+    EXPECT_EQ(read_all(*slice, "b.weight"), rect(b_full, 6, r, c))
         << "rows " << r.begin << "+" << r.count << " cols " << c.begin << "+" << c.count;
   }
 }
@@ -169,7 +159,7 @@ TEST_F(Fp8WeightsTest, CompressedTensorsPerChannel) {
   ASSERT_NE(w, nullptr);
   std::vector<float> want;
   for (size_t k = 0; k < q.size(); ++k) want.push_back(fp8_e4m3fn_to_float(q[k]) * s[k / 4]);
-  EXPECT_EQ(read(*w, "model.layers.0.self_attn.q_proj.weight"), want);
+  EXPECT_EQ(read_all(*w, "model.layers.0.self_attn.q_proj.weight"), want);
   TESSERA_ASSERT_OK_AND_ASSIGN(RawTensor r, w->raw("model.layers.0.self_attn.q_proj.weight"));
   EXPECT_EQ(r.scales.input_scale, 0.0f);  // dynamic activations: none stored
   EXPECT_EQ(w->config().quantization.method, WeightQuantization::Method::kCompressedTensors);
@@ -193,7 +183,7 @@ TEST_F(Fp8WeightsTest, BlockScalesAndSlicesCuttingBlocks) {
                      grid[static_cast<size_t>(r / 2 * 3 + c / 4)]);
     }
   }
-  const std::vector<float> full = read(*w, "m.weight");
+  const std::vector<float> full = read_all(*w, "m.weight");
   EXPECT_EQ(full, want);
   TESSERA_ASSERT_OK_AND_ASSIGN(RawTensor raw, w->raw("m.weight"));
   EXPECT_EQ(raw.scales.kind, WeightScales::Kind::kBlock);
@@ -205,7 +195,7 @@ TEST_F(Fp8WeightsTest, BlockScalesAndSlicesCuttingBlocks) {
                       {{4, 1}, {8, 1}}}) {
     TESSERA_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WeightSlice> slice,
                                  WeightSlice::create(*w, "m.weight", r, c));
-    EXPECT_EQ(read(*slice, "m.weight"), rect(full, cols, r, c))
+    EXPECT_EQ(read_all(*slice, "m.weight"), rect(full, cols, r, c))
         << "rows " << r.begin << "+" << r.count << " cols " << c.begin << "+" << c.count;
   }
 }

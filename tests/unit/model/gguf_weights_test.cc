@@ -9,6 +9,7 @@
 #include "runtime/model_io/dequant.h"
 #include "base/half.h"
 #include "tests/unit/model/gguf_builder.h"
+#include "tests/unit/model/read_weights.h"
 
 namespace tessera {
 namespace {
@@ -29,18 +30,7 @@ TEST(QkPermutationTest, HandComputedRows) {
   for (int64_t s = 0; s < 12; ++s) EXPECT_EQ(qk_unpermuted_row(s, 6), hd6[s]) << s;
 }
 
-// Reads a whole tensor through read_f32 with its own shape.
-std::vector<float> read_all(const WeightSource& w, const std::string& name) {
-  absl::StatusOr<RawTensor> raw = w.raw(name);
-  EXPECT_TRUE(raw.ok()) << raw.status();
-  if (!raw.ok()) return {};
-  size_t n = 1;
-  for (int64_t d : raw->info.shape) n *= static_cast<size_t>(d);
-  std::vector<float> out(n);
-  absl::Status st = w.read_f32(name, raw->info.shape, out);
-  EXPECT_TRUE(st.ok()) << st;
-  return out;
-}
+using testing::read_all;
 
 class GgufWeightsTest : public ::testing::Test {
  protected:

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "base/half.h"
 #include "runtime/model_io/dequant.h"
+#include "tests/unit/model/read_weights.h"
 
 namespace tessera {
 namespace {
@@ -64,16 +65,7 @@ std::vector<uint8_t> q8_0_bytes(int64_t rows, int64_t cols) {
   return b;
 }
 
-std::vector<float> slice_f32(const WeightSource& w) {
-  absl::StatusOr<RawTensor> raw = w.raw("w");
-  EXPECT_TRUE(raw.ok()) << raw.status();
-  size_t n = 1;
-  for (int64_t d : raw->info.shape) n *= static_cast<size_t>(d);
-  std::vector<float> out(n);
-  const absl::Status s = w.read_f32("w", raw->info.shape, out);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
+using testing::read_all;
 
 // The dequantized whole tensor's rows [r0, r0 + nr) x columns [c0, c0 + nc).
 std::vector<float> expected(DType dtype, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols,
@@ -96,7 +88,7 @@ TEST(WeightSliceTest, RowsAndColumnsOfAPlainMatrix) {
     absl::StatusOr<std::unique_ptr<WeightSlice>> s = WeightSlice::create(w, "w", r, c);
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_EQ((*s)->raw("w")->info.shape, (std::vector<int64_t>{r.count, c.count}));
-    EXPECT_EQ(slice_f32(**s), expected(DType::kF32, f32_bytes(v), 6, 8, r, c));
+    EXPECT_EQ(read_all(**s, "w"), expected(DType::kF32, f32_bytes(v), 6, 8, r, c));
   }
 }
 
@@ -106,7 +98,7 @@ TEST(WeightSliceTest, WholeBlocksOfAQuantizedMatrix) {
   const IndexRange rows{1, 2}, cols{64, 64};
   absl::StatusOr<std::unique_ptr<WeightSlice>> s = WeightSlice::create(w, "w", rows, cols);
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(slice_f32(**s), expected(DType::kQ8_0, bytes, 4, 128, rows, cols));
+  EXPECT_EQ(read_all(**s, "w"), expected(DType::kQ8_0, bytes, 4, 128, rows, cols));
   // Half a block is not a column range a Q8_0 row can be cut at.
   absl::StatusOr<std::unique_ptr<WeightSlice>> bad = WeightSlice::create(w, "w", rows, IndexRange{16, 32});
   ASSERT_FALSE(bad.ok());
@@ -122,7 +114,7 @@ TEST(WeightSliceTest, InterleavedQkRowsSliceOnWholeHeads) {
   absl::StatusOr<std::unique_ptr<WeightSlice>> head1 = WeightSlice::create(w, "w", {4, 4}, {0, 2});
   ASSERT_TRUE(head1.ok()) << head1.status();
   // Stored rows 4..7 hold HF rows 4, 6, 5, 7: read back in HF order.
-  EXPECT_EQ(slice_f32(**head1), (std::vector<float>{8, 9, 12, 13, 10, 11, 14, 15}));
+  EXPECT_EQ(read_all(**head1, "w"), (std::vector<float>{8, 9, 12, 13, 10, 11, 14, 15}));
   absl::StatusOr<std::unique_ptr<WeightSlice>> half = WeightSlice::create(w, "w", {2, 4}, {0, 2});
   ASSERT_FALSE(half.ok());
   EXPECT_THAT(half.status().message(), HasSubstr("whole heads"));
@@ -132,7 +124,7 @@ TEST(WeightSliceTest, VectorsAndRangesOutsideTheTensor) {
   const OneTensor bias(DType::kF32, {8}, f32_bytes({0, 1, 2, 3, 4, 5, 6, 7}));
   absl::StatusOr<std::unique_ptr<WeightSlice>> s = WeightSlice::create(bias, "w", {2, 3}, {});
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(slice_f32(**s), (std::vector<float>{2, 3, 4}));
+  EXPECT_EQ(read_all(**s, "w"), (std::vector<float>{2, 3, 4}));
   EXPECT_FALSE(WeightSlice::create(bias, "w", {6, 3}, {}).ok());
   EXPECT_FALSE(WeightSlice::create(bias, "w", {0, 2}, {0, 1}).ok());
   const OneTensor m(DType::kF32, {2, 2}, f32_bytes({1, 2, 3, 4}));
