@@ -253,7 +253,9 @@ absl::StatusOr<bool> GpuBackend::load_weight_on_device(const WeightSource& weigh
   // Whatever this path does not take (a missing tensor, another type, a shape other than dst's)
   // goes to the host path, whose read_f32 reports the errors.
   absl::StatusOr<RawTensor> raw = weights.raw(name);
-  if (!raw.ok() || !gpu::dequantizes_on_device(raw->info.dtype)) return false;
+  // Scaled weights (FP8 checkpoints) take the host path, which applies the scales: the device
+  // conversion knows stored blocks, not per-tensor, per-row or block scales.
+  if (!raw.ok() || raw->scales.scaled() || !gpu::dequantizes_on_device(raw->info.dtype)) return false;
   const std::vector<int64_t>& shape = raw->info.shape;
   if (!std::equal(shape.begin(), shape.end(), dst.shape.begin(), dst.shape.begin() + dst.rank)) {
     return false;

@@ -592,6 +592,7 @@ class HfConfigReader {
                       str_cat("FP8 weights must be ", want ? "symmetric" : "stored (not dynamic)"));
       }
     }
+    if (strategy.empty()) return missing(name + ".strategy");
     if (strategy == "tensor") {
       q->per_tensor = true;
     } else if (strategy == "channel") {

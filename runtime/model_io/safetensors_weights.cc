@@ -214,11 +214,12 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Without a + b - 1, which overflows for a stored dimension near INT64_MAX.
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 }  // namespace
 
-absl::StatusOr<std::vector<float>> SafetensorsWeights::scale_values(
+absl::StatusOr<const SafetensorsTensor*> SafetensorsWeights::scale_tensor(
     const std::string& what, const std::string& scale_name) const {
   auto it = entries_.find(scale_name);
   if (it == entries_.end()) {
@@ -230,6 +231,13 @@ absl::StatusOr<std::vector<float>> SafetensorsWeights::scale_values(
     return absl::InvalidArgumentError(str_cat(what, ": its scale tensor '", scale_name, "' is ",
                                               dtype_name(t.dtype), " (F32, BF16 or F16 expected)"));
   }
+  return &t;
+}
+
+absl::StatusOr<std::vector<float>> SafetensorsWeights::scale_values(
+    const std::string& what, const std::string& scale_name) const {
+  auto it = entries_.find(scale_name);
+  const SafetensorsTensor& t = *it->second.tensor;
   std::vector<float> v(static_cast<size_t>(numel(t.shape)));
   if (absl::Status st = dequantize_f32(t.dtype, it->second.file->tensor_bytes(t), v); !st.ok()) {
     return absl::Status(st.code(), str_cat(what, ": scale tensor '", scale_name, "': ", st.message()));
@@ -265,9 +273,9 @@ absl::StatusOr<WeightScales> SafetensorsWeights::scales_of(const std::string& na
   const std::string prefix = name.substr(0, name.size() - kWeight.size());
   WeightScales s;
   s.name = str_cat(prefix, ".", q.scale_suffix);
-  absl::StatusOr<std::vector<float>> values = scale_values(what, s.name);
-  if (!values.ok()) return values.status();
-  const std::vector<int64_t>& scale_shape = entries_.find(s.name)->second.tensor->shape;
+  absl::StatusOr<const SafetensorsTensor*> scale = scale_tensor(what, s.name);
+  if (!scale.ok()) return scale.status();
+  const std::vector<int64_t>& scale_shape = (*scale)->shape;
   const bool matrix = shape.size() == 2;
   const int64_t rows = matrix ? shape[0] : 0;
   const int64_t cols = matrix ? shape[1] : 0;
@@ -284,7 +292,7 @@ absl::StatusOr<WeightScales> SafetensorsWeights::scales_of(const std::string& na
                                " block)"));
   }
   if (s.kind == WeightScales::Kind::kNone && q.per_tensor) {
-    if (scale_shape.size() <= 2 && values->size() == 1) s.kind = WeightScales::Kind::kTensor;
+    if (scale_shape.size() <= 2 && numel(scale_shape) == 1) s.kind = WeightScales::Kind::kTensor;
     expected.push_back("[] or [1] (per tensor)");
   }
   if (s.kind == WeightScales::Kind::kNone && q.per_channel && matrix) {
@@ -300,27 +308,28 @@ absl::StatusOr<WeightScales> SafetensorsWeights::scales_of(const std::string& na
                 expected.empty() ? std::string("no scale for a tensor of this rank")
                                  : absl::StrJoin(expected, " or ")));
   }
+  absl::StatusOr<std::vector<float>> values = scale_values(what, s.name);
+  if (!values.ok()) return values.status();
   s.values = std::make_shared<const std::vector<float>>(*std::move(values));
   // The static activation scale: required when the checkpoint's activations are static, checked
   // whenever present (kept for FP8 compute).
   const std::string input_name = str_cat(prefix, ".input_scale");
   if (entries_.count(input_name) != 0 ||
       q.activations == WeightQuantization::Activations::kStatic) {
-    absl::StatusOr<std::vector<float>> input = scale_values(what, input_name);
-    if (!input.ok()) {
-      if (entries_.count(input_name) == 0) {
-        return absl::InvalidArgumentError(
-            str_cat(what, ": its input scale '", input_name,
-                    "' is not in the model (quantization_config says the activations are static)"));
-      }
-      return input.status();
+    if (entries_.count(input_name) == 0) {
+      return absl::InvalidArgumentError(
+          str_cat(what, ": its input scale '", input_name,
+                  "' is not in the model (quantization_config says the activations are static)"));
     }
-    if (input->size() != 1) {
+    absl::StatusOr<const SafetensorsTensor*> input_tensor = scale_tensor(what, input_name);
+    if (!input_tensor.ok()) return input_tensor.status();
+    if (numel((*input_tensor)->shape) != 1) {
       return absl::InvalidArgumentError(
           str_cat(what, ": its input scale '", input_name, "' has shape ",
-                  shape_string(entries_.find(input_name)->second.tensor->shape),
-                  "; one value ([] or [1]) expected"));
+                  shape_string((*input_tensor)->shape), "; one value ([] or [1]) expected"));
     }
+    absl::StatusOr<std::vector<float>> input = scale_values(what, input_name);
+    if (!input.ok()) return input.status();
     s.input_scale = (*input)[0];
   }
   return s;

@@ -48,8 +48,12 @@ class SafetensorsWeights final : public WeightSource {
   // refuses an FP8 tensor without them or a higher-precision weight that has them.
   absl::Status resolve_scales();
   absl::StatusOr<WeightScales> scales_of(const std::string& name, const Entry& e) const;
-  // A scale tensor's values in fp32 after checking its dtype (F32, F16 or BF16) and that each
-  // is finite and positive; `what` names the weight for messages.
+  // A scale tensor, after checking that it is there and of a scale's dtype (F32, F16 or BF16);
+  // `what` names the weight for messages.
+  absl::StatusOr<const SafetensorsTensor*> scale_tensor(const std::string& what,
+                                                        const std::string& scale_name) const;
+  // Its values in fp32, each checked finite and positive (the caller has checked its shape, so
+  // that a misshapen one is refused before anything is converted).
   absl::StatusOr<std::vector<float>> scale_values(const std::string& what,
                                                   const std::string& scale_name) const;
 

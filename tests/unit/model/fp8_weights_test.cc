@@ -260,6 +260,21 @@ TEST_F(Fp8WeightsTest, BrokenScalesAreRefusedNamingBothTensors) {
                 HasSubstr("its scale tensor 'p.weight_scale_inv' has shape [2, 1]; "
                           "quantization_config (fp8) expects [2, 2] (one per 2x4 block)"));
   }
+  {
+    // A stored dimension near INT64_MAX (the tensor holds no element) does not overflow the
+    // block grid it is checked against.
+    Builder st;
+    st.tensor("p.weight", "F8_E4M3", "[0,9223372036854775807]", "")
+        .tensor("p.weight_scale_inv", "F32", "[1,1]", f32({1}));
+    EXPECT_THAT(open_error(kFp8Blocks, st),
+                HasSubstr("expects [0, 2305843009213693952] (one per 2x4 block)"));
+  }
+  {
+    // The shape is checked before the values: a misshapen scale tensor is refused for its shape.
+    Builder st;
+    st.tensor("p.weight", "F8_E4M3", "[4,6]", w8).tensor("p.weight_scale", "F32", "[3]", f32({NAN, 1, 1}));
+    EXPECT_THAT(open_error(dynamic, st), HasSubstr("its scale tensor 'p.weight_scale' has shape [3]"));
+  }
   // Static activations need each linear's input_scale, one finite positive value.
   EXPECT_THAT(open_error(kFp8Static, with_scale("F32", "[]", f32({1}))),
               HasSubstr("tensor 'p.weight' (F8_E4M3 [4, 6]): its input scale 'p.input_scale' is not "

@@ -171,6 +171,9 @@ TEST(QuantizationConfigTest, MathChangingSettingsAreRefused) {
               HasSubstr("'quantization_config.config_groups.group_0.weights.symmetric' is false"));
   EXPECT_THAT(error(ct(R"({"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": true})")),
               HasSubstr("'quantization_config.config_groups.group_0.weights.dynamic' is true"));
+  // A missing strategy is named, not reported as a JSON library exception.
+  EXPECT_THAT(error(ct(R"({"num_bits": 8, "type": "float"})")),
+              HasSubstr("key 'quantization_config.config_groups.group_0.weights.strategy' is missing"));
   EXPECT_THAT(error(ct("null")),
               HasSubstr("key 'quantization_config.config_groups.group_0.weights' is missing"));
   EXPECT_THAT(
