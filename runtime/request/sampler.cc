@@ -61,23 +61,36 @@ void Sampler::observe(int32_t token) {
   }
 }
 
+namespace {
+
+// `logit` moved by a request's own transform: a finite logit stays finite (saturating at the
+// largest float), so that a penalty or bias, however extreme, only orders the tokens and never
+// reads as the non-finite logits of a broken model (which fault the model, see Engine::update);
+// a logit that was not finite stays as it was.
+void transform(float& logit, float moved) {
+  if (!std::isfinite(logit)) return;
+  logit = std::isfinite(moved) ? moved : std::copysign(std::numeric_limits<float>::max(), moved);
+}
+
+}  // namespace
+
 void Sampler::apply_transforms(std::span<float> logits) const {
   const int64_t vocab = static_cast<int64_t>(logits.size());
   if (params_.repetition_penalty != 1.0f) {
     for (int32_t t : seen_) {
       if (t >= vocab) continue;
       float& l = logits[t];
-      l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+      transform(l, l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty);
     }
   }
   if (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) {
     for (const auto& [t, count] : output_counts_) {
       if (t >= vocab) continue;
-      logits[t] -= params_.frequency_penalty * count + params_.presence_penalty;
+      transform(logits[t], logits[t] - (params_.frequency_penalty * count + params_.presence_penalty));
     }
   }
   for (const auto& [t, bias] : params_.logit_bias) {
-    if (t >= 0 && t < vocab) logits[t] += bias;
+    if (t >= 0 && t < vocab) transform(logits[t], logits[t] + bias);
   }
 }
 

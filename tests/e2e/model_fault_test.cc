@@ -77,5 +77,23 @@ TEST(ModelFaultE2E, NonFiniteLogitsTakeTheServerToNotServingWithTheReason) {
       << later.status.error_message();
 }
 
+// A request's own extreme sampling settings are not a model fault: a repetition penalty of 1e-38
+// (which once divided a positive logit into +inf, faulting the whole server) gets its tokens, and
+// the next request is served.
+TEST(ModelFaultE2E, ExtremePenaltiesAreNotAModelFault) {
+  TESSERA_SKIP_WITHOUT_MODEL();
+  auto server = TestServer::start(test_config());
+  ASSERT_NE(server, nullptr);
+  v1::GenerateRequest extreme = greedy_request("Hello hello hello", 8, /*exact=*/true);
+  extreme.mutable_sampling()->set_repetition_penalty(1e-38f);
+  extreme.mutable_sampling()->set_frequency_penalty(2.0f);
+  const UnaryResult r = generate(server->generation(), extreme);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.response.token_ids_size(), 8);
+  const UnaryResult next = generate(server->generation(), greedy_request("The capital of France is", 4));
+  EXPECT_TRUE(next.status.ok()) << next.status.error_message();
+  EXPECT_EQ(server->status().state(), "serving");
+}
+
 }  // namespace
 }  // namespace tessera::e2e

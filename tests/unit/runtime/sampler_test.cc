@@ -49,6 +49,40 @@ TEST(Sampler, NonFiniteLogitsGiveNoTokenEvenWithPenaltiesAndLogprobs) {
   EXPECT_EQ(s.sample(l, 0, scratch()).token, -1);
 }
 
+// A request's own penalties and biases, however extreme, order the tokens: they never turn finite
+// logits into the non-finite ones of a broken model (which would fault the whole model).
+TEST(Sampler, ExtremePenaltiesSaturateInsteadOfOverflowing) {
+  const std::vector<int32_t> prompt = {3};
+  {
+    SamplingParams p;
+    p.temperature = 0;
+    p.repetition_penalty = 1e-38f;  // boosts the seen token 3 past the largest float
+    Sampler s(p, prompt);
+    EXPECT_EQ(draw(s, logits_of({0.1f, 2.0f, -1.0f, 1.9f})), 3);
+  }
+  {
+    SamplingParams p;
+    p.temperature = 0.7f;
+    p.repetition_penalty = 1e-38f;
+    Sampler s(p, prompt);
+    EXPECT_EQ(draw(s, logits_of({0.1f, 2.0f, -1.0f, 1.9f})), 3);
+  }
+  {
+    SamplingParams p;
+    p.temperature = 0;
+    p.frequency_penalty = 2.0f;
+    p.logit_bias = {{1, -3e38f}, {2, 3e38f}, {0, 3e38f}};  // -inf and +inf once added up
+    Sampler s(p, {});
+    const int32_t t = draw(s, logits_of({1e38f, 2.0f, 1e38f, 1.9f}));
+    EXPECT_TRUE(t == 0 || t == 2) << t;
+  }
+  // A logit that is not finite before the transforms still gives no token.
+  SamplingParams p;
+  p.repetition_penalty = 1e-38f;
+  Sampler s(p, prompt);
+  EXPECT_EQ(draw(s, logits_of({0.1f, std::numeric_limits<float>::infinity(), -1.0f, 1.9f})), -1);
+}
+
 TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {
   SamplingParams p;
   p.temperature = 1.0f;
