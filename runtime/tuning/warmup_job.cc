@@ -29,21 +29,28 @@ const char* warmup_state_name(WarmupState state) {
 }
 
 WarmupJob::WarmupJob(std::vector<WarmupGemm> plan, WarmupOptions options, OnUpdate on_update,
-                     size_t devices)
+                     size_t devices, size_t head_devices)
     : plan_(std::move(plan)),
       options_(options),
       on_update_(std::move(on_update)),
       started_(std::chrono::steady_clock::now()),
       devices_running_(devices) {
   const size_t head = static_cast<size_t>(std::count_if(plan_.begin(), plan_.end(), is_head_gemm));
-  snap_.total = devices == 0 ? 0 : (plan_.size() - head) * devices + head;
+  snap_.total = (plan_.size() - head) * devices + head * head_devices;
 }
 
 std::shared_ptr<WarmupJob> WarmupJob::start(std::vector<TuningContext*> contexts,
                                             std::vector<WarmupGemm> plan, WarmupOptions options,
                                             OnUpdate on_update, std::vector<bool> runs_head) {
-  std::shared_ptr<WarmupJob> job(
-      new WarmupJob(std::move(plan), options, std::move(on_update), contexts.size()));
+  // Which devices run lm_head: those marked, else the last.
+  std::vector<bool> heads(contexts.size(), false);
+  const bool marked = std::find(runs_head.begin(), runs_head.end(), true) != runs_head.end();
+  for (size_t i = 0; i < contexts.size(); ++i) {
+    heads[i] = marked ? i < runs_head.size() && runs_head[i] : i + 1 == contexts.size();
+  }
+  const size_t head_devices = static_cast<size_t>(std::count(heads.begin(), heads.end(), true));
+  std::shared_ptr<WarmupJob> job(new WarmupJob(std::move(plan), options, std::move(on_update),
+                                               contexts.size(), head_devices));
   spdlog::info("warmup: tuning {} GEMMs on {} device(s){}{}", job->plan_.size(), contexts.size(),
                options.force ? ", re-tuning those already tuned" : "",
                options.time_budget_seconds > 0
@@ -53,10 +60,9 @@ std::shared_ptr<WarmupJob> WarmupJob::start(std::vector<TuningContext*> contexts
     job->devices_running_ = 1;
     job->device_finished();
   }
-  const bool marked = std::find(runs_head.begin(), runs_head.end(), true) != runs_head.end();
   for (size_t i = 0; i < contexts.size(); ++i) {
-    const bool head = marked ? i < runs_head.size() && runs_head[i] : i + 1 == contexts.size();
-    job->threads_.emplace_back([j = job.get(), ctx = contexts[i], head] { j->run_device(ctx, head); });
+    job->threads_.emplace_back(
+        [j = job.get(), ctx = contexts[i], head = heads[i]] { j->run_device(ctx, head); });
   }
   return job;
 }

@@ -68,8 +68,9 @@ class WarmupJob {
   WarmupSnapshot wait() const;
 
  private:
+  // `head_devices` of the `devices` tune the lm_head GEMMs too (what the job's total counts).
   WarmupJob(std::vector<WarmupGemm> plan, WarmupOptions options, OnUpdate on_update,
-            size_t devices);
+            size_t devices, size_t head_devices);
   // `head`: this device holds lm_head and tunes its GEMMs too.
   void run_device(TuningContext* context, bool head);
   void record(GemmTuneReport report);

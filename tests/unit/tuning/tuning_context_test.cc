@@ -263,6 +263,8 @@ TEST_F(TuningContextTest, EveryDeviceMarkedAsRunningTheHeadTunesLmHead) {
                               {false, true, true});
   const WarmupSnapshot s = job->wait();
   EXPECT_EQ(s.state, WarmupState::kDone);
+  EXPECT_EQ(s.total, 5u);  // qkv_proj on three devices, lm_head on two
+  EXPECT_EQ(s.done, 5u);
   EXPECT_EQ(gemm0.prepares, 1);  // qkv_proj only
   EXPECT_EQ(gemm1.prepares, 2);  // qkv_proj and lm_head
   EXPECT_EQ(gemm2.prepares, 2);
