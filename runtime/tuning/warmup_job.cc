@@ -62,7 +62,7 @@ std::shared_ptr<WarmupJob> WarmupJob::start(std::vector<TuningContext*> contexts
   }
   for (size_t i = 0; i < contexts.size(); ++i) {
     job->threads_.emplace_back(
-        [j = job.get(), ctx = contexts[i], head = heads[i]] { j->run_device(ctx, head); });
+        [j = job.get(), ctx = contexts[i], head = bool{heads[i]}] { j->run_device(ctx, head); });
   }
   return job;
 }
