@@ -202,8 +202,10 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   int64_t num_blocks = std::numeric_limits<int64_t>::max();
   size_t free_after_load = 0;
   std::string tightest;
+  // A block over every layer on every device: each tensor-parallel rank holds its heads of it.
+  const size_t all_ranks_block_bytes = block_bytes * static_cast<size_t>(tp);
   if (options.kv_cache_bytes > 0) {
-    num_blocks = options.kv_cache_bytes / static_cast<int64_t>(block_bytes);
+    num_blocks = options.kv_cache_bytes / static_cast<int64_t>(all_ranks_block_bytes);
   } else {
     for (const LayerSegment& seg : segments) {
       for (int32_t r = 0; r < seg.num_ranks(); ++r) {
@@ -229,8 +231,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   num_blocks = std::min(num_blocks, most_useful);
   if (num_blocks < 1) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "kv cache: no block of ", options.block_size, " tokens (", block_bytes,
-        " bytes over all layers) fits", tightest.empty() ? "" : " on " + tightest,
+        "kv cache: no block of ", options.block_size, " tokens (", all_ranks_block_bytes,
+        " bytes over all layers", tp > 1 ? " and ranks" : "", ") fits", tightest.empty() ? "" : " on " + tightest,
         "; raise kv_cache_bytes or kv_cache_fraction, or lower max_batch_tokens"));
   }
   TESSERA_ASSIGN_OR_RETURN(
@@ -252,7 +254,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   }
   spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({:.1f} MiB{}), prefix caching {}",
                num_blocks, options.block_size, num_blocks * options.block_size,
-               num_blocks * block_bytes / 1048576.0,
+               num_blocks * all_ranks_block_bytes / 1048576.0,
                options.kv_cache_bytes > 0
                    ? std::string(", kv_cache_bytes")
                    : str_cat(" of ", free_after_load / 1048576, " MiB free after loading, kv_cache_fraction ",

@@ -37,7 +37,7 @@ struct InstanceOptions {
   ExecutionOptions execution;      // micro-batches through the stages; GEMM padding buckets
   ForwardLimits limits;            // tokens per step, sequences sampled per step
   int32_t block_size = 16;         // KV tokens per block
-  int64_t kv_cache_bytes = 0;      // 0 = kv_cache_fraction of free memory
+  int64_t kv_cache_bytes = 0;      // over every device; 0 = kv_cache_fraction of free memory
   // Share of the backend's free memory (after weights and activations) for the KV cache when
   // kv_cache_bytes is 0; 0 = the backend's default (kDefaultKvFractionCpu / Gpu).
   double kv_cache_fraction = 0;

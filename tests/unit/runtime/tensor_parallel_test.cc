@@ -171,6 +171,22 @@ TEST(TensorParallel, PlanTableSaysEachStagesRanksAndPerDeviceBytes) {
   EXPECT_EQ(plan.weight_bytes, m->weight_bytes());
 }
 
+// kv_cache_bytes is the whole cache over every device: split over 2 ranks (each holding one of
+// the 2 KV heads) it holds as many blocks as on one; over 4 (the heads replicated) half as many.
+TEST(TensorParallel, KvCacheBytesCountEveryRank) {
+  std::vector<int64_t> blocks;
+  for (int32_t ranks : {1, 2, 4}) {
+    InstanceOptions options = cpu_options(ranks, 1, DecodeGraphs::kOff);
+    options.kv_cache_bytes = 256 << 10;  // 32 blocks of the fixture on one rank: below every cap
+    std::unique_ptr<ModelInstance> m = load(kFamilyFixtures / "llama" / "hf", options);
+    ASSERT_NE(m, nullptr);
+    blocks.push_back(m->cache().allocator().num_blocks());
+  }
+  EXPECT_EQ(blocks[0], 32);
+  EXPECT_EQ(blocks[1], blocks[0]);
+  EXPECT_EQ(blocks[2], blocks[0] / 2);
+}
+
 // Warmup tunes the GEMMs a rank runs: its share of q/k/v, gate/up and the vocabulary.
 TEST(TensorParallel, WarmupPlansTheGemmsOfOneRank) {
   std::unique_ptr<ModelInstance> m = load(kFamilyFixtures / "llama" / "hf", cpu_options(2, 1, DecodeGraphs::kOff));
