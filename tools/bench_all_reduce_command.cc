@@ -15,10 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/dtype.h"
+#include "runtime/placement/device_map.h"
+#include "runtime/placement/memory_size.h"
 #include "tools/cli_args.h"
 #include "tools/command_support.h"
 #include "tools/commands.h"
@@ -34,7 +35,7 @@ namespace tessera::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: tessera bench all-reduce [--devices 0,1,...] [--json PATH] [--sizes 4K,64K,1M,...]\n"
+    "usage: tessera bench all-reduce [--devices 0,1,...] [--json PATH] [--sizes 4KiB,64KiB,1MiB,...]\n"
     "                                [--dtype bf16|f16|f32] [--iterations N]\n"
     "  Times the tensor-parallel all-reduce per message size (bytes; K and M suffixes are KiB\n"
     "  and MiB): NCCL, the one-shot peer-memory kernel, and which one the daemon would use.\n"
@@ -42,58 +43,34 @@ constexpr char kUsage[] =
     "apply.\n";
 
 // A decode step's rows of 4096 and 8192 bf16 (1 .. 256 rows), then prefill-sized messages.
-constexpr char kDefaultSizes[] = "4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,16M,64M";
+constexpr char kDefaultSizes[] =
+    "4KiB,8KiB,16KiB,32KiB,64KiB,128KiB,256KiB,512KiB,1MiB,2MiB,4MiB,16MiB,64MiB";
 
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "tessera bench all-reduce: %s\n", std::string(s.message()).c_str());
   return 1;
 }
 
+// Byte counts as the memory keys take them (parse_memory_size: "4KiB", "1MiB", "65536").
 absl::StatusOr<std::vector<size_t>> parse_sizes(const std::string& text) {
   std::vector<size_t> out;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
-    size_t scale = 1;
-    if (!part.empty() && (part.back() == 'K' || part.back() == 'k')) scale = size_t{1} << 10;
-    if (!part.empty() && (part.back() == 'M' || part.back() == 'm')) scale = size_t{1} << 20;
-    if (scale != 1) part.remove_suffix(1);
-    uint64_t v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v < 1) {
-      return absl::InvalidArgumentError("--sizes: \"" + text +
-                                        "\" is not a comma-separated list of byte counts (4K, 1M)");
-    }
-    out.push_back(static_cast<size_t>(v) * scale);
-  }
-  return out;
-}
-
-absl::StatusOr<std::vector<int>> parse_devices(const std::string& text) {
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v < 0) {
-      return absl::InvalidArgumentError("--devices: \"" + text +
-                                        "\" is not a comma-separated list of GPU numbers");
-    }
-    out.push_back(v);
+    absl::StatusOr<uint64_t> bytes = parse_memory_size(std::string_view(part.data(), part.size()), "--sizes");
+    if (!bytes.ok()) return bytes.status();
+    if (*bytes == 0) return absl::InvalidArgumentError("--sizes: a message of 0 bytes");
+    out.push_back(static_cast<size_t>(*bytes));
   }
   return out;
 }
 
 #if defined(TESSERA_WITH_GPU)
 
-std::string human_bytes(size_t b) {
-  if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0)
-    return absl::StrFormat("%zu MiB", b >> 20);
-  if (b >= 1024 && b % 1024 == 0) return absl::StrFormat("%zu KiB", b >> 10);
-  return absl::StrFormat("%zu B", b);
-}
-
 // "16" when bytes are a whole number of rows of `width` 16-bit elements, else "".
 std::string rows_of(size_t bytes, size_t width) {
   return bytes % (2 * width) == 0 ? std::to_string(bytes / (2 * width)) : "";
 }
 
-int run(std::vector<int> devices, const std::string& json_path, const std::vector<size_t>& sizes,
+int run(std::vector<int32_t> devices, const std::string& json_path, const std::vector<size_t>& sizes,
         DType dtype, int iterations) {
   if (devices.empty()) {
     for (int d = 0; d < GpuBackend::device_count(); ++d) devices.push_back(d);
@@ -136,7 +113,7 @@ int run(std::vector<int> devices, const std::string& json_path, const std::vecto
   for (const AllReduceTiming& t : *timings) {
     const bool has_one_shot = t.one_shot_us >= 0;
     const std::string chosen = limit > 0 && t.bytes <= limit ? "one-shot" : "nccl";
-    table.add_row({std::to_string(t.bytes), human_bytes(t.bytes), rows_of(t.bytes, 4096),
+    table.add_row({std::to_string(t.bytes), format_memory_size(t.bytes), rows_of(t.bytes, 4096),
                    rows_of(t.bytes, 8192), absl::StrFormat("%.1f", t.nccl_us),
                    has_one_shot ? absl::StrFormat("%.1f", t.one_shot_us) : "-",
                    has_one_shot ? absl::StrFormat("%.2f", t.nccl_us / t.one_shot_us) : "-",
@@ -172,7 +149,7 @@ int bench_all_reduce_command(int argc, char** argv) {
       Args::parse(argc, argv, {"devices", "json", "sizes", "dtype", "iterations"}, {"help"});
   if (!args.ok()) return fail(args.status());
   if (args->has("help")) return print_usage(kUsage);
-  std::vector<int> devices;
+  std::vector<int32_t> devices;
   if (args->has("devices")) {
     auto d = parse_devices(args->get("devices"));
     if (!d.ok()) return fail(d.status());

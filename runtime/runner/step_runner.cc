@@ -247,9 +247,9 @@ absl::Status StepRunner::run_graph_step(const StepBatch& batch, const KvCache& c
   }
   pad_decode_step(batch, bucket, max_context, cache.block_size(), &graph_batch_);
   // Each rank records and replays its own graphs (its collectives inside them).
-  std::vector<absl::Status> lane_status(static_cast<size_t>(lanes_->size()));
+  lane_status_.assign(static_cast<size_t>(lanes_->size()), absl::OkStatus());
   lanes_->run([&](int32_t r) {
-    absl::Status& status = lane_status[static_cast<size_t>(r)];
+    absl::Status& status = lane_status_[static_cast<size_t>(r)];
     for (size_t s = 0; s < stages_.size() && status.ok(); ++s) {
       Backend& b = stages_[s].segment.rank_backend(r);
       b.begin_graph_step(graph_batch_, max_context);
@@ -260,7 +260,7 @@ absl::Status StepRunner::run_graph_step(const StepBatch& batch, const KvCache& c
     }
   });
   absl::Status status;
-  for (const absl::Status& s : lane_status) status.Update(s);
+  for (const absl::Status& s : lane_status_) status.Update(s);
   if (status.ok()) ++graph_steps_;
   return status;
 }

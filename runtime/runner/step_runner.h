@@ -162,6 +162,7 @@ class StepRunner final : public ForwardModel {
   Tensor logits_;                      // [capacity logit rows, vocab] fp32, last stage's rank 0
   Tensor sampled_;                     // [capacity logit rows] int32, last stage's rank 0
   std::unique_ptr<RankThreads> lanes_;  // one host thread per tensor-parallel rank
+  std::vector<absl::Status> lane_status_;  // each lane's graph step (reused: no allocation a step)
   std::vector<StepBatchPart> parts_;   // the current step's micro-batches (reused)
   uint32_t id_;                        // its graphs' keys: unique per runner and KV cache
   uint64_t graph_cache_ = 0;  // KvCache::id() of the cache the recordings under id_ write (0: none)
