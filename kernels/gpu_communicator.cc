@@ -252,8 +252,9 @@ class GpuCommunicator final : public Communicator {
       return;
     }
     const int64_t rows = part.dim(0), part_cols = part.dim(1);
-    // A `full` rank 0 refuses is an error, but rank 0 still receives what the others send (into
-    // its scratch, dropped): returning early would leave their sends waiting for ever.
+    // Once the shapes agree, no error returns early: a `full` rank 0 refuses, a copy or an NCCL
+    // call that fails is recorded, and the rank still posts every send or receive of the gather
+    // (received parts then dropped), since the other ranks' matching calls wait for them.
     bool full_ok = true;
     if (rank_ == 0) {
       if (full.dtype != DType::kF32 || full.rank != 2 || full.dim(0) != rows ||
@@ -269,7 +270,9 @@ class GpuCommunicator final : public Communicator {
     backend_->make_current();
     const gpuStream_t stream = backend_->stream();
     // Rank 0's own part straight into its columns.
-    if (rank_ == 0 && full_ok && !copy_columns(part.as<float>(), rows, part_cols, full, 0)) return;
+    if (rank_ == 0 && full_ok && !copy_columns(part.as<float>(), rows, part_cols, full, 0)) {
+      full_ok = false;
+    }
     if (size() == 1) return;
     // The others' parts through rank 0's scratch (allocated at creation: nothing allocates while
     // a collective may be waiting), in chunks of rows. Every rank cuts the same chunks.
@@ -288,10 +291,7 @@ class GpuCommunicator final : public Communicator {
       if (rank_ != 0) {
         const NcclResult r = nccl.send(part.as<float>() + first * part_cols, chunk_floats,
                                        kNcclFloat32, 0, group_->comms[rank_], stream);
-        if (r != kNcclSuccess) {
-          record_error(nccl.status(r, "ncclSend"));
-          return;
-        }
+        if (r != kNcclSuccess) record_error(nccl.status(r, "ncclSend"));
         continue;
       }
       float* scratch = group_->gather_scratch;
@@ -304,14 +304,12 @@ class GpuCommunicator final : public Communicator {
       if (r == kNcclSuccess) r = end;
       if (r != kNcclSuccess) {
         record_error(nccl.status(r, "ncclRecv"));
-        return;
+        full_ok = false;
       }
       if (!full_ok) continue;
       const Tensor rows_of_full = full.rows(first, count);
-      for (int s = 1; s < size(); ++s) {
-        if (!copy_columns(scratch + (s - 1) * chunk_floats, count, part_cols, rows_of_full, s)) {
-          return;
-        }
+      for (int s = 1; s < size() && full_ok; ++s) {
+        full_ok = copy_columns(scratch + (s - 1) * chunk_floats, count, part_cols, rows_of_full, s);
       }
     }
   }
@@ -614,26 +612,34 @@ absl::StatusOr<std::vector<AllReduceTiming>> time_all_reduce(std::span<Communica
     GpuCommunicator& c = *comms[r];
     b.make_current();
     std::vector<float> ms(iterations);
+    // A rank that met an error keeps queueing its collectives: the others wait for every one of
+    // them, and a rank that stopped would leave them waiting for ever. The first error is kept.
+    absl::Status first;
+    auto check = [&](gpuError_t e, const char* what) {
+      if (e != gpuSuccess && first.ok()) first = gpu::status_from(e, what, __FILE__, __LINE__);
+    };
     for (size_t si = 0; si < sizes.size(); ++si) {
       const int64_t count = static_cast<int64_t>(std::max(sizes[si], elem) / elem);
       const Tensor x(state[r].data.data(), dtype, {count});
       for (int p = 0; p < paths; ++p) {
         for (int i = 0; i < kWarmup; ++i) c.all_reduce(x, p == 1);
         for (int i = 0; i < iterations; ++i) {
-          GPU_CHECK(gpuEventRecord(state[r].events[2 * i], b.stream()));
+          check(gpuEventRecord(state[r].events[2 * i], b.stream()), "gpuEventRecord");
           c.all_reduce(x, p == 1);
-          GPU_CHECK(gpuEventRecord(state[r].events[2 * i + 1], b.stream()));
+          check(gpuEventRecord(state[r].events[2 * i + 1], b.stream()), "gpuEventRecord");
         }
-        GPU_CHECK(gpuStreamSynchronize(b.stream()));
+        check(gpuStreamSynchronize(b.stream()), "gpuStreamSynchronize");
+        if (!first.ok()) continue;
         for (int i = 0; i < iterations; ++i) {
-          GPU_CHECK(
-              gpuEventElapsedTime(&ms[i], state[r].events[2 * i], state[r].events[2 * i + 1]));
+          check(gpuEventElapsedTime(&ms[i], state[r].events[2 * i], state[r].events[2 * i + 1]),
+                "gpuEventElapsedTime");
         }
         std::nth_element(ms.begin(), ms.begin() + iterations / 2, ms.end());
         us[(si * 2 + p) * n + r] = 1000.0 * ms[iterations / 2];
       }
     }
-    return c.take_error();
+    first.Update(c.take_error());
+    return first;
   });
   if (!run.ok()) return run;
   std::vector<AllReduceTiming> out;
