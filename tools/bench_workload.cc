@@ -165,7 +165,7 @@ ShareGptLengths sharegpt_lengths(std::mt19937_64& rng, int64_t max_model_len) {
   // and outputs of 337.99 tokens on average (Alpaca, for scale: 19.31 and 58.45). The paper
   // gives the means and histograms, not the spread: the log-normal's sigma = 1 is ours (a mode
   // well below the mean and a tail past 1,000 tokens, as the histograms show; median = 0.61 x
-  // mean, p99 = 6.2 x median).
+  // mean, p99 = e^2.326 = 10.2 x median, 6.2 x mean).
   static const LengthDistribution kPrompt = LengthDistribution::lognormal(161.31, 1.0);
   static const LengthDistribution kOutput = LengthDistribution::lognormal(337.99, 1.0);
   // vLLM's benchmark_serving keeps the ShareGPT pairs with prompt and output >= 4 tokens,

@@ -118,6 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Families, TensorParallelFamilies,
 TEST(TensorParallel, GgufFileGivesTheOneRankModel) {
   const std::filesystem::path dir = kFamilyFixtures / "llama";
   const std::vector<FamilyCase> cases = read_family_cases(dir, "gguf_cases");
+  ASSERT_FALSE(cases.empty());
   std::unique_ptr<ModelInstance> one = load(dir / "llama.gguf", cpu_options(1, 1, DecodeGraphs::kOff));
   std::unique_ptr<ModelInstance> two = load(dir / "llama.gguf", cpu_options(2, 1, DecodeGraphs::kOff));
   ASSERT_NE(one, nullptr);
