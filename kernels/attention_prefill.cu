@@ -12,7 +12,7 @@
 //
 // On sm_90 (H100) wgmma versions of the same algorithm run instead (see "sm_90a" below):
 // prefill_kernel at d = 64 and 128, prefill_kernel_d256 at d = 256 (this kernel ran d = 256 at
-// 0.36-0.39x of FlashAttention-2 on an H100; the wgmma one at 1.05-1.56x: docs/perf.md). This
+// 0.36-0.39x of FlashAttention-2 on an H100; the wgmma one at 1.09-1.47x: docs/perf.md). This
 // kernel and the wgmma one's paired form (short causal prefills) are launched overlapping the
 // kernel before them (launch.h: programmatic dependent launch on sm_90), which in a model step is
 // RoPE + cache write.
