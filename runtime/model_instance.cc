@@ -176,15 +176,10 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
 
   // GEMM tuning: each device that holds layers gets a tuning context (its results file read now),
   // for the GEMMs of its rank's share (the shapes of one rank: every rank's are alike).
-  const TensorParallelShard shard = tensor_parallel_shard(config, 0, tp);
-  ModelConfig rank_config = config;
-  rank_config.num_heads = shard.heads;
-  rank_config.num_kv_heads = shard.kv_heads;
-  rank_config.intermediate_size = shard.intermediate;
-  rank_config.vocab_size = shard.vocab_rows;
+  const ModelConfig one_rank = rank_config(config, tensor_parallel_shard(config, 0, tp));
   TESSERA_ASSIGN_OR_RETURN(
       inst->tuning_,
-      ModelTuning::attach(options.tuning, gemm_model_shape(rank_config, gemm_dtype_of(dtype)),
+      ModelTuning::attach(options.tuning, gemm_model_shape(one_rank, gemm_dtype_of(dtype)),
                           WarmupLimits{options.limits.max_batch_tokens, options.limits.max_logit_rows},
                           std::move(tuning_devices)));
 

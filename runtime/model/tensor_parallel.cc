@@ -53,4 +53,13 @@ TensorParallelShard tensor_parallel_shard(const ModelConfig& c, int32_t rank, in
   return s;
 }
 
+ModelConfig rank_config(const ModelConfig& config, const TensorParallelShard& shard) {
+  ModelConfig c = config;
+  c.num_heads = shard.heads;
+  c.num_kv_heads = shard.kv_heads;
+  c.intermediate_size = shard.intermediate;
+  c.vocab_size = shard.vocab_rows;
+  return c;
+}
+
 }  // namespace tessera

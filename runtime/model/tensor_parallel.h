@@ -34,4 +34,8 @@ absl::Status check_tensor_parallel(const ModelConfig& config, int32_t size);
 // Rank `rank`'s share (check_tensor_parallel passed).
 TensorParallelShard tensor_parallel_shard(const ModelConfig& config, int32_t rank, int32_t size);
 
+// `config` as one rank of `shard` sees it: its heads, KV heads, intermediate size and vocabulary
+// rows (what a rank's GEMMs and buffers are shaped by).
+ModelConfig rank_config(const ModelConfig& config, const TensorParallelShard& shard);
+
 }  // namespace tessera

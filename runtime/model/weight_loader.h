@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,8 @@ class WeightLoader {
   // may fill fewer rows than `dims` says, and the rows after them are zeros (the padding of the
   // last rank's vocabulary slice).
   absl::StatusOr<Tensor> load_parts(Backend& backend, std::initializer_list<WeightPart> parts,
+                                    std::initializer_list<int64_t> dims, bool zero_rest = false);
+  absl::StatusOr<Tensor> load_parts(Backend& backend, std::span<const WeightPart> parts,
                                     std::initializer_list<int64_t> dims, bool zero_rest = false);
   // Rows [first, first + count) of `name` [vocab, cols] followed by zero rows up to `rows` (a
   // tensor-parallel rank's vocabulary slice, the last ranks' padded past the vocabulary; count
