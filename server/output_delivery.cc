@@ -17,11 +17,14 @@ OutputDelivery::~OutputDelivery() {
 
 void OutputDelivery::post(std::shared_ptr<Deliverable> target) {
   if (target->queued_.exchange(true, std::memory_order_acq_rel)) return;
+  bool was_empty = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    was_empty = queue_.empty();
     queue_.push_back(std::move(target));
   }
-  cv_.notify_one();
+  // The thread sleeps only on an empty queue: one wake-up per batch of posts, not per post.
+  if (was_empty) cv_.notify_one();
 }
 
 void OutputDelivery::run() {
