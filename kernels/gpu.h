@@ -209,6 +209,12 @@ template <typename T>
 __device__ __forceinline__ T from_float(float v) {
   return Element<T>::from_float(v);
 }
+// fp32 tensors (logits, reductions) through the same calls: no conversion.
+__device__ __forceinline__ float to_float(float v) { return v; }
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
 // The weight check at load (dequant.cu's conversion, convert_f32): lowers *first_bad to `index`
 // when `v`, an element just converted, is NaN or infinite. Only bad elements touch the atomic, so
 // a finite tensor costs a compare per element.

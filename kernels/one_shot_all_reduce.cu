@@ -11,23 +11,6 @@ namespace {
 
 constexpr int kThreads = 512;
 
-template <typename T>
-__device__ __forceinline__ float widen(T v) {
-  return to_float(v);
-}
-template <>
-__device__ __forceinline__ float widen<float>(float v) {
-  return v;
-}
-template <typename T>
-__device__ __forceinline__ T narrow(float v) {
-  return from_float<T>(v);
-}
-template <>
-__device__ __forceinline__ float narrow<float>(float v) {
-  return v;
-}
-
 // The elements of a 16-byte pack as fp32, and back.
 template <typename T>
 struct Pack {
@@ -133,9 +116,9 @@ __global__ void __launch_bounds__(kThreads)
     reinterpret_cast<uint4*>(x)[p] = Pack<T>::pack(acc);
   }
   for (int64_t i = packs * kElems + first; i < n; i += stride) {
-    float acc = widen(reinterpret_cast<const T*>(src[0])[i]);
-    for (int s = 1; s < world; ++s) acc = add_rn(acc, widen(reinterpret_cast<const T*>(src[s])[i]));
-    x[i] = narrow<T>(acc);
+    float acc = to_float(reinterpret_cast<const T*>(src[0])[i]);
+    for (int s = 1; s < world; ++s) acc = add_rn(acc, to_float(reinterpret_cast<const T*>(src[s])[i]));
+    x[i] = from_float<T>(acc);
   }
   if (threadIdx.x == 0) epochs[b] = epoch + 1;
 }

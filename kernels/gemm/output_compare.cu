@@ -11,15 +11,6 @@ namespace {
 constexpr int kThreads = 256;
 
 template <typename T>
-__device__ __forceinline__ float as_float(T v) {
-  return Element<T>::to_float(v);
-}
-template <>
-__device__ __forceinline__ float as_float<float>(float v) {
-  return v;
-}
-
-template <typename T>
 __global__ void __launch_bounds__(kThreads) compare_kernel(const T* __restrict__ out,
                                                            const T* __restrict__ ref, int64_t count,
                                                            float rtol, float atol,
@@ -28,8 +19,8 @@ __global__ void __launch_bounds__(kThreads) compare_kernel(const T* __restrict__
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < count;
        i += stride) {
-    const float r = as_float(ref[i]);
-    const float err = fabsf(as_float(out[i]) - r);
+    const float r = to_float(ref[i]);
+    const float err = fabsf(to_float(out[i]) - r);
     if (!(err <= atol + rtol * fabsf(r))) ++outside;
     // err >= 0 (or NaN): its bits order as unsigned integers; a NaN counts as +infinity.
     const uint32_t bits = isnan(err) ? 0x7f800000u : __float_as_uint(err);
@@ -37,13 +28,8 @@ __global__ void __launch_bounds__(kThreads) compare_kernel(const T* __restrict__
   }
   // Warp, then block reduction; one atomic pair per block.
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-#if defined(TESSERA_HIP)
-    max_bits = max(max_bits, static_cast<uint32_t>(__shfl_down(static_cast<int>(max_bits), offset)));
-    outside += static_cast<uint32_t>(__shfl_down(static_cast<int>(outside), offset));
-#else
-    max_bits = max(max_bits, __shfl_down_sync(0xffffffffu, max_bits, offset));
-    outside += __shfl_down_sync(0xffffffffu, outside, offset);
-#endif
+    max_bits = max(max_bits, shfl_xor(max_bits, offset));
+    outside += shfl_xor(outside, offset);
   }
   __shared__ uint32_t warp_max[kThreads / 32], warp_outside[kThreads / 32];
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
