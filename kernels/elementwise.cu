@@ -12,18 +12,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float block_sum(float v, float* shared) {
-  for (int m = kWarpSize / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int n_warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < n_warps; ++w) total += shared[w];
-  __syncthreads();
-  return total;
-}
-
 template <typename T>
 __global__ void convert_f32_kernel(const float* src, T* dst, int64_t n,
                                    unsigned long long* first_non_finite, int64_t index_base) {

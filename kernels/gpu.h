@@ -256,6 +256,20 @@ __device__ __forceinline__ LaneMask warp_ballot(bool pred) {
 }
 __device__ __forceinline__ int lowest_lane(LaneMask m) { return __ffsll(static_cast<long long>(m)) - 1; }
 
+// The sum of v over the block's threads, on every thread; `shared` holds a float per warp. Every
+// thread of the block calls it (it synchronizes the block twice).
+__device__ __forceinline__ float block_sum(float v, float* shared) {
+  for (int m = kWarpSize / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int n_warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < n_warps; ++w) total += shared[w];
+  __syncthreads();
+  return total;
+}
+
 // One fp32 product / sum / difference rounded on its own, never contracted into an fma with a
 // neighbouring operation (results that must equal a host computation bit for bit).
 #if defined(TESSERA_HIP)

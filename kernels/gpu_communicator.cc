@@ -15,6 +15,7 @@
 
 #include "base/str_cat.h"
 #include "kernels/gpu.h"
+#include "kernels/element_dispatch.h"
 #include "kernels/gpu_backend.h"
 #include "kernels/gpu_ops.h"
 #include "kernels/one_shot_all_reduce.h"
@@ -159,6 +160,7 @@ struct Group {
   bool one_shot = false;      // peer access between every pair, at most 8 ranks
   std::string one_shot_off;   // why not, when not
   size_t one_shot_limit = 0;  // all_reduce_sum's one-shot up to here (bytes)
+  size_t fused_limit = 0;     // all_reduce_add_rms_norm fused up to here (bytes of x)
   int blocks = kOneShotBlocks;
   gpu::OneShotPeers peers;
   std::vector<DeviceBuffer> buffers;  // every rank's staging, flags and epochs
@@ -188,13 +190,20 @@ struct Group {
     const std::string lib = str_cat(kLibraryName, " ", nccl->version_string());
     if (!one_shot) {
       description = str_cat(lib, " (one-shot off: ", one_shot_off, ")");
-    } else if (one_shot_limit == std::numeric_limits<size_t>::max()) {
+      return;
+    }
+    if (one_shot_limit == std::numeric_limits<size_t>::max()) {
       description = str_cat("one-shot for every all-reduce (", lib, " for gathers)");
-    } else if (one_shot_limit == 0) {
+      return;
+    }
+    if (one_shot_limit == 0) {
       description = str_cat(
           lib, mode == AllReduceMode::kNccl ? " (one-shot not used)" : " (one-shot never faster)");
     } else {
       description = str_cat(lib, " + one-shot up to ", kib(one_shot_limit));
+    }
+    if (fused_limit > 0) {
+      description += str_cat("; fused with the residual add and norm up to ", kib(fused_limit));
     }
   }
 };
@@ -242,6 +251,50 @@ class GpuCommunicator final : public Communicator {
         group_->nccl->all_reduce(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype),
                                  kNcclSum, group_->comms[rank_], backend_->stream());
     if (r != kNcclSuccess) record_error(group_->nccl->status(r, "ncclAllReduce"));
+  }
+
+  bool all_reduce_add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& w,
+                               NormSpec norm, const Tensor& out) override {
+    return fusable(x, residual, w, out, group_->fused_limit) &&
+           run_fused(x, residual, w, norm, out);
+  }
+
+  // Whether all_reduce_add_rms_norm fuses these tensors up to `limit` bytes of x.
+  bool fusable(const Tensor& x, const Tensor& residual, const Tensor& w, const Tensor& out,
+               size_t limit) const {
+    const Group& g = *group_;
+    if (size() == 1 || !g.one_shot || x.nbytes() > limit) return false;
+    if ((x.dtype != DType::kBF16 && x.dtype != DType::kF16) || x.rank != 2) return false;
+    const int64_t rows = x.dim(0), cols = x.dim(1);
+    for (const Tensor* t : {&residual, &out}) {
+      if (t->dtype != x.dtype || t->rank != 2 || t->dim(0) != rows || t->dim(1) != cols) return false;
+    }
+    if (w.dtype != x.dtype || w.numel() != cols) return false;
+    return x.dtype == DType::kBF16
+               ? gpu::one_shot_add_rms_norm_fits(x.as<gpu_bf16>(), rows, cols,
+                                                 residual.as<gpu_bf16>(), w.as<gpu_bf16>(),
+                                                 out.as<gpu_bf16>(), kOneShotCapacity)
+               : gpu::one_shot_add_rms_norm_fits(x.as<gpu_f16>(), rows, cols,
+                                                 residual.as<gpu_f16>(), w.as<gpu_f16>(),
+                                                 out.as<gpu_f16>(), kOneShotCapacity);
+  }
+
+  // The fused op, queued (its tensors fusable); true.
+  bool run_fused(const Tensor& x, const Tensor& residual, const Tensor& w, NormSpec norm,
+                 const Tensor& out) {
+    backend_->make_current();
+    const Group& g = *group_;
+    const int64_t rows = x.dim(0), cols = x.dim(1);
+    const gpuError_t err = gpu::launch_as(x.dtype, [&]<typename T>() {
+      return gpu::one_shot_all_reduce_add_rms_norm(
+          x.as<T>(), rows, cols, residual.as<T>(), w.as<T>(), norm.eps, norm.weight_offset,
+          out.as<T>(), rank_, size(), g.peers, kOneShotCapacity, g.epochs[rank_], g.blocks,
+          backend_->stream());
+    });
+    if (err != gpuSuccess) {
+      record_error(gpu::status_from(err, "one_shot_all_reduce_add_rms_norm", __FILE__, __LINE__));
+    }
+    return true;
   }
 
   void gather_columns(const Tensor& part, const Tensor& full) override {
@@ -538,6 +591,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> create_gpu_communicat
   if (group->one_shot) {
     if (group->mode == AllReduceMode::kOneShot) {
       group->one_shot_limit = std::numeric_limits<size_t>::max();
+      group->fused_limit = kOneShotCapacity;
     } else if (group->mode == AllReduceMode::kAuto) {
       std::vector<Communicator*> members;
       for (auto& c : out) members.push_back(c.get());
@@ -545,11 +599,19 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> create_gpu_communicat
           time_all_reduce(members, kProbeSizes, ranks[0]->compute_dtype(), 30);
       if (!timings.ok()) return timings.status();
       std::string table;
+      auto us = [](double v) { return static_cast<int>(v * 10) / 10.0; };
+      bool one_shot_faster = true, fused_faster = true;
       for (const AllReduceTiming& t : *timings) {
-        table += str_cat(" ", kib(t.bytes), ": nccl ", static_cast<int>(t.nccl_us * 10) / 10.0,
-                         " us, one-shot ", static_cast<int>(t.one_shot_us * 10) / 10.0, " us;");
-        if (t.one_shot_us >= t.nccl_us) break;
-        group->one_shot_limit = t.bytes;
+        table += str_cat(" ", kib(t.bytes), ": nccl ", us(t.nccl_us), " us, one-shot ",
+                         us(t.one_shot_us), " us, + norm ", us(t.nccl_norm_us), " / fused ",
+                         us(t.fused_us), " us;");
+        one_shot_faster = one_shot_faster && t.one_shot_us < t.nccl_us;
+        if (one_shot_faster) group->one_shot_limit = t.bytes;
+        // Against what it replaces: the all-reduce chosen at this size, then the norm.
+        const double unfused =
+            std::min(t.nccl_us, t.one_shot_us) + std::max(0.0, t.nccl_norm_us - t.nccl_us);
+        fused_faster = fused_faster && t.fused_us < unfused;
+        if (fused_faster) group->fused_limit = t.bytes;
       }
       spdlog::info("all-reduce over {} GPUs, measured:{}", n, table);
     }
@@ -582,9 +644,12 @@ absl::StatusOr<std::vector<AllReduceTiming>> time_all_reduce(std::span<Communica
   const size_t elem = element_size(dtype);
   size_t largest = elem;
   for (size_t s : sizes) largest = std::max(largest, s);
+  // The fused paths' rows: the probe's bytes as rows of up to kFusedCols elements.
+  constexpr int64_t kFusedCols = 4096;
+  const bool fusable_dtype = dtype == DType::kBF16 || dtype == DType::kF16;
   // Memory and events first, on this thread: nothing allocates while collectives are in flight.
   struct RankState {
-    DeviceBuffer data;
+    DeviceBuffer data, residual, out, weight;
     std::vector<gpuEvent_t> events;
     ~RankState() {
       for (gpuEvent_t e : events) (void)gpuEventDestroy(e);
@@ -593,23 +658,32 @@ absl::StatusOr<std::vector<AllReduceTiming>> time_all_reduce(std::span<Communica
   std::vector<RankState> state(n);
   for (int r = 0; r < n; ++r) {
     GpuBackend& b = *g.backends[r];
-    absl::StatusOr<DeviceBuffer> buf = b.allocate(largest);
-    if (!buf.ok()) return buf.status();
-    state[r].data = *std::move(buf);
-    b.make_current();
-    GPU_CHECK(gpu::fill_uniform(static_cast<gpu_bf16*>(state[r].data.data()),
-                                static_cast<int64_t>(largest / 2), 1234 + r, -1, 1, b.stream()));
-    for (int i = 0; i < 2 * iterations; ++i)
-      GPU_CHECK(gpuEventCreate(&state[r].events.emplace_back()));
+    RankState& st = state[r];
+    for (auto [buffer, bytes] : {std::pair{&st.data, largest}, std::pair{&st.residual, largest},
+                                 std::pair{&st.out, largest},
+                                 std::pair{&st.weight, kFusedCols * elem}}) {
+      absl::StatusOr<DeviceBuffer> buf = b.allocate(bytes);
+      if (!buf.ok()) return buf.status();
+      *buffer = *std::move(buf);
+      b.make_current();
+      GPU_CHECK(gpu::fill_uniform(static_cast<gpu_bf16*>(buffer->data()),
+                                  static_cast<int64_t>(bytes / 2), 1234 + r, -1, 1, b.stream()));
+    }
+    for (int i = 0; i < 2 * iterations; ++i) GPU_CHECK(gpuEventCreate(&st.events.emplace_back()));
     GPU_CHECK(gpuStreamSynchronize(b.stream()));
   }
-  const int paths = g.one_shot ? 2 : 1;
-  // [size][path][rank] median microseconds.
-  std::vector<double> us(sizes.size() * 2 * n, -1.0);
+  // Paths: NCCL; the one-shot; NCCL then the residual add and norm; the fused one-shot.
+  constexpr int kPaths = 4;
+  // Ops between a pair of events: back to back, as a step queues them (their launches overlap
+  // where they can), not each alone.
+  constexpr int kOpsPerTiming = 8;
+  // [size][path][rank] median microseconds per op; < 0 where the path does not run.
+  std::vector<double> us(sizes.size() * kPaths * n, -1.0);
   constexpr int kWarmup = 5;
   absl::Status run = on_every_rank(n, [&](int r) -> absl::Status {
     GpuBackend& b = *g.backends[r];
     GpuCommunicator& c = *comms[r];
+    RankState& st = state[r];
     b.make_current();
     std::vector<float> ms(iterations);
     // A rank that met an error keeps queueing its collectives: the others wait for every one of
@@ -620,22 +694,50 @@ absl::StatusOr<std::vector<AllReduceTiming>> time_all_reduce(std::span<Communica
     };
     for (size_t si = 0; si < sizes.size(); ++si) {
       const int64_t count = static_cast<int64_t>(std::max(sizes[si], elem) / elem);
-      const Tensor x(state[r].data.data(), dtype, {count});
-      for (int p = 0; p < paths; ++p) {
-        for (int i = 0; i < kWarmup; ++i) c.all_reduce(x, p == 1);
+      const int64_t cols = std::min(count, kFusedCols), rows = count / cols;
+      const Tensor x(st.data.data(), dtype, {count});
+      const Tensor x2(st.data.data(), dtype, {rows, cols});
+      const Tensor residual(st.residual.data(), dtype, {rows, cols});
+      const Tensor out(st.out.data(), dtype, {rows, cols});
+      const Tensor w(st.weight.data(), dtype, {cols});
+      const bool fusable = fusable_dtype && c.fusable(x2, residual, w, out, largest);
+      auto op = [&](int path) {
+        switch (path) {
+          case 0:
+            c.all_reduce(x, false);
+            return;
+          case 1:
+            c.all_reduce(x, true);
+            return;
+          case 2:
+            c.all_reduce(x2, false);
+            check(gpu::launch_as(dtype, [&]<typename T>() {
+                    return gpu::rms_norm(residual.as<T>(), x2.as<T>(), w.as<T>(), rows, cols,
+                                         1e-5f, 0.0f, out.as<T>(), b.stream());
+                  }),
+                  "rms_norm");
+            return;
+          default:
+            c.run_fused(x2, residual, w, NormSpec{}, out);
+        }
+      };
+      for (int p = 0; p < kPaths; ++p) {
+        if ((p == 1 || p == 3) && !g.one_shot) continue;
+        if (p >= 2 && !fusable) continue;
+        for (int i = 0; i < kWarmup; ++i) op(p);
         for (int i = 0; i < iterations; ++i) {
-          check(gpuEventRecord(state[r].events[2 * i], b.stream()), "gpuEventRecord");
-          c.all_reduce(x, p == 1);
-          check(gpuEventRecord(state[r].events[2 * i + 1], b.stream()), "gpuEventRecord");
+          check(gpuEventRecord(st.events[2 * i], b.stream()), "gpuEventRecord");
+          for (int k = 0; k < kOpsPerTiming; ++k) op(p);
+          check(gpuEventRecord(st.events[2 * i + 1], b.stream()), "gpuEventRecord");
         }
         check(gpuStreamSynchronize(b.stream()), "gpuStreamSynchronize");
         if (!first.ok()) continue;
         for (int i = 0; i < iterations; ++i) {
-          check(gpuEventElapsedTime(&ms[i], state[r].events[2 * i], state[r].events[2 * i + 1]),
+          check(gpuEventElapsedTime(&ms[i], st.events[2 * i], st.events[2 * i + 1]),
                 "gpuEventElapsedTime");
         }
         std::nth_element(ms.begin(), ms.begin() + iterations / 2, ms.end());
-        us[(si * 2 + p) * n + r] = 1000.0 * ms[iterations / 2];
+        us[(si * kPaths + p) * n + r] = 1000.0 * ms[iterations / 2] / kOpsPerTiming;
       }
     }
     first.Update(c.take_error());
@@ -646,9 +748,10 @@ absl::StatusOr<std::vector<AllReduceTiming>> time_all_reduce(std::span<Communica
   for (size_t si = 0; si < sizes.size(); ++si) {
     AllReduceTiming t;
     t.bytes = std::max(sizes[si], elem) / elem * elem;
-    for (int r = 0; r < n; ++r) {
-      t.nccl_us = std::max(t.nccl_us, us[(si * 2) * n + r]);
-      if (paths == 2) t.one_shot_us = std::max(t.one_shot_us, us[(si * 2 + 1) * n + r]);
+    double* fields[kPaths] = {&t.nccl_us, &t.one_shot_us, &t.nccl_norm_us, &t.fused_us};
+    for (int p = 0; p < kPaths; ++p) {
+      *fields[p] = -1;
+      for (int r = 0; r < n; ++r) *fields[p] = std::max(*fields[p], us[(si * kPaths + p) * n + r]);
     }
     out.push_back(t);
   }
@@ -659,6 +762,12 @@ size_t one_shot_limit(const Communicator& communicator) {
   const auto* g = dynamic_cast<const GpuCommunicator*>(&communicator);
   if (g == nullptr || !g->group().one_shot) return 0;
   return g->group().one_shot_limit;
+}
+
+size_t fused_limit(const Communicator& communicator) {
+  const auto* g = dynamic_cast<const GpuCommunicator*>(&communicator);
+  if (g == nullptr || !g->group().one_shot) return 0;
+  return g->group().fused_limit;
 }
 
 }  // namespace tessera

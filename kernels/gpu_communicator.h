@@ -18,9 +18,12 @@
 //
 // all_reduce_sum takes NCCL or the one-shot per message: TESSERA_ALL_REDUCE (or the options) =
 //   auto      (default) the one-shot below the size where it stops beating NCCL, measured at
-//             creation (4 KiB .. 1 MiB, both timed on this group); NCCL above;
+//             creation (4 KiB .. 1 MiB, both timed on this group); NCCL above; and
+//             all_reduce_add_rms_norm fused below the size where it stops beating the all-reduce
+//             then the norm kernel;
 //   nccl      NCCL for every size;
-//   one_shot  the one-shot for every size (in chunks of its staging buffer past that); refused
+//   one_shot  the one-shot for every size (in chunks of its staging buffer past that; fused up to
+//             the staging buffer's size); refused
 //             at creation where two of the GPUs cannot access each other's memory.
 // The one-shot needs peer access between every pair of GPUs and at most 8 ranks; without it the
 // group is NCCL only and describe() says why.
@@ -64,13 +67,17 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> create_gpu_communicat
 
 // --- measurement (tessera bench all-reduce, and the choice at creation) ----------------------
 
-// Microseconds per all-reduce of `bytes` (in `dtype`) through each path, the median of
-// event-timed ops after a warm-up, the slowest rank's; one_shot_us < 0 where the group has no
-// one-shot.
+// Microseconds per all-reduce of `bytes` (in `dtype`) through each path: ops queued back to back
+// in groups of 8 between events, after a warm-up; the median group over the op count, the
+// slowest rank's. nccl_norm_us and fused_us time all_reduce_add_rms_norm's two forms over rows
+// of up to 4096 elements: NCCL then the residual add and norm kernel, and the fused one-shot.
+// A path is < 0 where it does not run (no one-shot in the group; fp32 has no fused form).
 struct AllReduceTiming {
   size_t bytes = 0;
-  double nccl_us = 0;
+  double nccl_us = -1;
   double one_shot_us = -1;
+  double nccl_norm_us = -1;
+  double fused_us = -1;
 };
 // Times every size on `group` (what create_gpu_communicators made, all of its ranks, in order),
 // one thread per rank. The ranks' streams must be idle otherwise.
@@ -79,5 +86,7 @@ absl::StatusOr<std::vector<AllReduceTiming>> time_all_reduce(std::span<Communica
                                                              DType dtype, int iterations = 50);
 // The largest message (bytes) all_reduce_sum sends through the one-shot: 0 when it never does.
 size_t one_shot_limit(const Communicator& communicator);
+// The largest x (bytes) all_reduce_add_rms_norm fuses: 0 when it never does.
+size_t fused_limit(const Communicator& communicator);
 
 }  // namespace tessera

@@ -1,9 +1,12 @@
 // The one-shot all-reduce (see one_shot_all_reduce.h): one kernel per op and rank. Block b of
-// every rank handles the same elements (a grid-stride loop over 16-byte packs, then the scalar
-// tail), so its barrier needs only block b of the other ranks: it writes its epoch + 1 into its
-// slot on every rank and waits for every rank's slot on its own to reach it.
+// every rank handles the same elements (rows, for the fused norm), so its barrier needs only block
+// b of the other ranks: it stores its epoch + 1 into its slot on every rank (a release at system
+// scope, ordering the block's staging writes before it) and waits for every rank's slot on its own
+// to reach it (an acquire, ordering the reads of the peers' staging after it).
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/one_shot_all_reduce.h"
+
+#include "kernels/launch.h"
 
 namespace tessera::gpu {
 
@@ -43,12 +46,74 @@ struct Pack<float> {
   }
 };
 
+__device__ __forceinline__ void store_release_system(uint32_t* p, uint32_t v) {
+#if defined(TESSERA_CUDA)
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#else
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+#endif
+}
+__device__ __forceinline__ uint32_t load_acquire_system(const uint32_t* p) {
+#if defined(TESSERA_CUDA)
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+#endif
+}
+
+// Block b's barrier over the ranks at `target` (its epoch + 1): the block's writes before it are
+// visible to every rank's block b after it. A peer may already be one op further (its flag then
+// reads target + 1): not less is enough.
+__device__ __forceinline__ void rank_barrier(const OneShotPeers& peers, int rank, int world,
+                                             uint32_t target) {
+  const int b = blockIdx.x;
+  __syncthreads();
+  if (threadIdx.x < world) {
+    store_release_system(peers.flags[threadIdx.x] + rank * kOneShotMaxBlocks + b, target);
+    const uint32_t* from = peers.flags[rank] + threadIdx.x * kOneShotMaxBlocks + b;
+    while (static_cast<int32_t>(load_acquire_system(from) - target) < 0) {
+    }
+  }
+  __syncthreads();
+}
+
+// The sum over the ranks of pack p of their staging (rank order, fp32), unpacked into acc.
+template <typename T, int kWorld>
+__device__ __forceinline__ void sum_pack(const char* const* src, int world, int64_t p,
+                                         float* acc) {
+  constexpr int kElems = Pack<T>::kElems;
+  float part[kElems];
+  if constexpr (kWorld != 0) {
+    uint4 v[kWorld];
+#pragma unroll
+    for (int s = 0; s < kWorld; ++s) v[s] = reinterpret_cast<const uint4*>(src[s])[p];
+    Pack<T>::unpack(v[0], acc);
+#pragma unroll
+    for (int s = 1; s < kWorld; ++s) {
+      Pack<T>::unpack(v[s], part);
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) acc[e] = add_rn(acc[e], part[e]);
+    }
+  } else {
+    Pack<T>::unpack(reinterpret_cast<const uint4*>(src[0])[p], acc);
+    for (int s = 1; s < world; ++s) {
+      Pack<T>::unpack(reinterpret_cast<const uint4*>(src[s])[p], part);
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) acc[e] = add_rn(acc[e], part[e]);
+    }
+  }
+}
+
 // kWorld: the number of ranks when known at compile time (2, 4, 8: the loads of every rank in
 // flight together), 0 for any other (`world` then).
 template <typename T, int kWorld, bool kVector>
 __global__ void __launch_bounds__(kThreads)
     one_shot_kernel(T* x, int64_t n, int rank, int world, OneShotPeers peers, size_t capacity,
                     uint32_t* epochs) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
   if constexpr (kWorld != 0) world = kWorld;
   __shared__ uint32_t epoch_shared;
   const int b = blockIdx.x;
@@ -68,22 +133,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t i = packs * kElems + first; i < n; i += stride) reinterpret_cast<T*>(own)[i] = x[i];
 
-  // 2. Block b's barrier over the ranks. The block's writes are ordered before the flag by
-  // __syncthreads and the signalling thread's system-scope fence; the waiting thread's fence
-  // orders the flag before the reads that follow the second __syncthreads.
-  __syncthreads();
-  if (threadIdx.x < world) {
-    const uint32_t target = epoch + 1;
-    __threadfence_system();
-    volatile uint32_t* to = peers.flags[threadIdx.x] + rank * kOneShotMaxBlocks + b;
-    *to = target;
-    volatile uint32_t* from = peers.flags[rank] + threadIdx.x * kOneShotMaxBlocks + b;
-    // A peer may already be one op further (its flag then reads target + 1): not less is enough.
-    while (static_cast<int32_t>(*from - target) < 0) {
-    }
-    __threadfence_system();
-  }
-  __syncthreads();
+  // 2. Block b's barrier over the ranks.
+  rank_barrier(peers, rank, world, epoch + 1);
 
   // 3. The sum in rank order, the same on every rank.
   constexpr int kSlots = kWorld != 0 ? kWorld : kOneShotMaxRanks;
@@ -93,26 +144,8 @@ __global__ void __launch_bounds__(kThreads)
     src[s] = s < world ? static_cast<const char*>(peers.staging[s]) + half : nullptr;
   }
   for (int64_t p = first; p < packs; p += stride) {
-    uint4 v[kWorld != 0 ? kWorld : 1];
-    float acc[kElems], part[kElems];
-    if constexpr (kWorld != 0) {
-#pragma unroll
-      for (int s = 0; s < kWorld; ++s) v[s] = reinterpret_cast<const uint4*>(src[s])[p];
-      Pack<T>::unpack(v[0], acc);
-#pragma unroll
-      for (int s = 1; s < kWorld; ++s) {
-        Pack<T>::unpack(v[s], part);
-#pragma unroll
-        for (int e = 0; e < kElems; ++e) acc[e] = add_rn(acc[e], part[e]);
-      }
-    } else {
-      Pack<T>::unpack(reinterpret_cast<const uint4*>(src[0])[p], acc);
-      for (int s = 1; s < world; ++s) {
-        Pack<T>::unpack(reinterpret_cast<const uint4*>(src[s])[p], part);
-#pragma unroll
-        for (int e = 0; e < kElems; ++e) acc[e] = add_rn(acc[e], part[e]);
-      }
-    }
+    float acc[kElems];
+    sum_pack<T, kWorld>(src, world, p, acc);
     reinterpret_cast<uint4*>(x)[p] = Pack<T>::pack(acc);
   }
   for (int64_t i = packs * kElems + first; i < n; i += stride) {
@@ -123,19 +156,98 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) epochs[b] = epoch + 1;
 }
 
+// The all-reduce fused with the residual add and RMSNorm that follow it: block b takes rows b,
+// b + gridDim.x, ... whole (the norm needs a row's every element). Each row's sum over the ranks
+// is rounded to T (what all_reduce_sum would store), added to the residual and rounded (what
+// rms_norm_kernel stores), and the row normalized as rms_norm_kernel does.
+template <typename T, int kWorld>
+__global__ void __launch_bounds__(kThreads)
+    one_shot_add_rms_norm_kernel(const T* x, int64_t rows, int64_t cols, T* residual, const T* w,
+                                 float eps, float weight_offset, T* out, int rank, int world,
+                                 OneShotPeers peers, size_t capacity, uint32_t* epochs) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
+  if constexpr (kWorld != 0) world = kWorld;
+  __shared__ uint32_t epoch_shared;
+  __shared__ float shared[kThreads / kWarpSize + 1];
+  const int b = blockIdx.x;
+  if (threadIdx.x == 0) epoch_shared = epochs[b];
+  __syncthreads();
+  const uint32_t epoch = epoch_shared;
+  const size_t half = (epoch & 1u) * capacity;
+  constexpr int kElems = Pack<T>::kElems;
+  const int64_t row_packs = cols / kElems;
+
+  char* own = static_cast<char*>(peers.staging[rank]) + half;
+  for (int64_t r = b; r < rows; r += gridDim.x) {
+    for (int64_t p = threadIdx.x; p < row_packs; p += blockDim.x) {
+      reinterpret_cast<uint4*>(own)[r * row_packs + p] =
+          reinterpret_cast<const uint4*>(x)[r * row_packs + p];
+    }
+  }
+  rank_barrier(peers, rank, world, epoch + 1);
+
+  constexpr int kSlots = kWorld != 0 ? kWorld : kOneShotMaxRanks;
+  const char* src[kSlots];
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    src[s] = s < world ? static_cast<const char*>(peers.staging[s]) + half : nullptr;
+  }
+  uint4* res = reinterpret_cast<uint4*>(residual);
+  const uint4* wp = reinterpret_cast<const uint4*>(w);
+  uint4* o = reinterpret_cast<uint4*>(out);
+  for (int64_t r = b; r < rows; r += gridDim.x) {
+    float sum_sq = 0.0f;
+    for (int64_t p = threadIdx.x; p < row_packs; p += blockDim.x) {
+      const int64_t i = r * row_packs + p;
+      float acc[kElems], stream[kElems];
+      sum_pack<T, kWorld>(src, world, i, acc);
+      Pack<T>::unpack(Pack<T>::pack(acc), acc);  // x as all_reduce_sum stores it
+      Pack<T>::unpack(res[i], stream);
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) stream[e] = add_rn(stream[e], acc[e]);
+      const uint4 stored = Pack<T>::pack(stream);
+      res[i] = stored;
+      Pack<T>::unpack(stored, stream);
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) sum_sq += stream[e] * stream[e];
+    }
+    const float inv_rms = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(cols) + eps);
+    for (int64_t p = threadIdx.x; p < row_packs; p += blockDim.x) {
+      const int64_t i = r * row_packs + p;
+      float v[kElems], wv[kElems];
+      Pack<T>::unpack(res[i], v);  // this thread's own store above
+      Pack<T>::unpack(wp[p], wv);
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) {
+        // An offset of 0 multiplies by w itself, as rms_norm_kernel does.
+        const float wi = weight_offset == 0.0f ? wv[e] : weight_offset + wv[e];
+        v[e] = v[e] * inv_rms * wi;
+      }
+      o[i] = Pack<T>::pack(v);
+    }
+  }
+  if (threadIdx.x == 0) epochs[b] = epoch + 1;
+}
+
 template <typename T, int kWorld>
 gpuError_t launch_world(T* x, int64_t n, int rank, int world, const OneShotPeers& peers,
                         size_t capacity, uint32_t* epochs, int blocks, gpuStream_t stream) {
   const bool vector = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  if (vector) {
-    one_shot_kernel<T, kWorld, true>
-        <<<blocks, kThreads, 0, stream>>>(x, n, rank, world, peers, capacity, epochs);
-  } else {
-    one_shot_kernel<T, kWorld, false>
-        <<<blocks, kThreads, 0, stream>>>(x, n, rank, world, peers, capacity, epochs);
-  }
-  return gpuGetLastError();
+  return launch(vector ? one_shot_kernel<T, kWorld, true> : one_shot_kernel<T, kWorld, false>,
+                dim3(blocks), dim3(kThreads), 0, stream, x, n, rank, world, peers, capacity, epochs);
 }
+
+template <typename T, int kWorld>
+gpuError_t launch_fused(const T* x, int64_t rows, int64_t cols, T* residual, const T* w, float eps,
+                        float weight_offset, T* out, int rank, int world, const OneShotPeers& peers,
+                        size_t capacity, uint32_t* epochs, int blocks, gpuStream_t stream) {
+  return launch(one_shot_add_rms_norm_kernel<T, kWorld>, dim3(blocks), dim3(kThreads), 0, stream,
+                x, rows, cols, residual, w, eps, weight_offset, out, rank, world, peers, capacity,
+                epochs);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
@@ -157,6 +269,51 @@ gpuError_t one_shot_all_reduce(T* x, int64_t n, int rank, int world, const OneSh
       return launch_world<T, 0>(x, n, rank, world, peers, capacity, epochs, blocks, stream);
   }
 }
+
+template <typename T>
+bool one_shot_add_rms_norm_fits(const T* x, int64_t rows, int64_t cols, const T* residual,
+                                const T* w, const T* out, size_t capacity) {
+  return rows >= 0 && cols > 0 && cols % Pack<T>::kElems == 0 &&
+         static_cast<size_t>(rows) * static_cast<size_t>(cols) * sizeof(T) <= capacity &&
+         aligned16(x) && aligned16(residual) && aligned16(w) && aligned16(out);
+}
+
+template <typename T>
+gpuError_t one_shot_all_reduce_add_rms_norm(const T* x, int64_t rows, int64_t cols, T* residual,
+                                            const T* w, float eps, float weight_offset, T* out,
+                                            int rank, int world, const OneShotPeers& peers,
+                                            size_t capacity, uint32_t* epochs, int blocks,
+                                            gpuStream_t stream) {
+  if (world < 2 || world > kOneShotMaxRanks || rank < 0 || rank >= world || blocks < 1 ||
+      blocks > kOneShotMaxBlocks ||
+      !one_shot_add_rms_norm_fits(x, rows, cols, residual, w, out, capacity)) {
+    return gpuErrorInvalidValue;
+  }
+  switch (world) {
+    case 2:
+      return launch_fused<T, 2>(x, rows, cols, residual, w, eps, weight_offset, out, rank, world,
+                                peers, capacity, epochs, blocks, stream);
+    case 4:
+      return launch_fused<T, 4>(x, rows, cols, residual, w, eps, weight_offset, out, rank, world,
+                                peers, capacity, epochs, blocks, stream);
+    case 8:
+      return launch_fused<T, 8>(x, rows, cols, residual, w, eps, weight_offset, out, rank, world,
+                                peers, capacity, epochs, blocks, stream);
+    default:
+      return launch_fused<T, 0>(x, rows, cols, residual, w, eps, weight_offset, out, rank, world,
+                                peers, capacity, epochs, blocks, stream);
+  }
+}
+
+#define TESSERA_ONE_SHOT_FUSED(T)                                                                \
+  template bool one_shot_add_rms_norm_fits(const T*, int64_t, int64_t, const T*, const T*,       \
+                                           const T*, size_t);                                    \
+  template gpuError_t one_shot_all_reduce_add_rms_norm(const T*, int64_t, int64_t, T*, const T*, \
+                                                       float, float, T*, int, int,               \
+                                                       const OneShotPeers&, size_t, uint32_t*,   \
+                                                       int, gpuStream_t);
+TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_ONE_SHOT_FUSED)
+#undef TESSERA_ONE_SHOT_FUSED
 
 template gpuError_t one_shot_all_reduce<gpu_bf16>(gpu_bf16*, int64_t, int, int, const OneShotPeers&,
                                                   size_t, uint32_t*, int, gpuStream_t);

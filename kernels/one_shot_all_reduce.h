@@ -15,9 +15,13 @@
 // its blocks passed op k + 1's barrier, which every other rank reaches only once its op k kernel
 // -- the last reader of that half -- has finished (stream order).
 //
+// The fused form (one_shot_all_reduce_add_rms_norm) runs the residual add and RMSNorm that follow
+// the all-reduce in a tensor-parallel layer in the same kernel, reading the peers' rows once; it
+// shares the staging, flags and epochs (and so the grid) with the plain one.
+//
 // The barrier spins: every rank's op must be queued, and each rank's blocks must be resident
-// together (blocks <= the SM count), or it waits for ever. Launched plainly (never overlapped
-// with its neighbours: launch.h).
+// together (blocks <= the SM count), or it waits for ever. Launched overlapping the previous
+// kernel (launch.h): the wait for it comes first, so the launch's latency is hidden, not the work.
 #pragma once
 
 #include <cstddef>
@@ -41,5 +45,20 @@ struct OneShotPeers {
 template <typename T>
 gpuError_t one_shot_all_reduce(T* x, int64_t n, int rank, int world, const OneShotPeers& peers,
                                size_t capacity, uint32_t* epochs, int blocks, gpuStream_t stream);
+
+// residual += the sum over the ranks of x; out = rms_norm(residual) * (w + weight_offset) (0: w
+// itself), as all_reduce_sum then the backend's add_rms_norm compute it, rounding alike (the
+// norm's sum of squares is added in another order). x, residual, out [rows, cols], w [cols];
+// x is left as it was. T: gpu_bf16 or gpu_f16. Only where one_shot_add_rms_norm_fits: cols a
+// multiple of 8, every pointer 16-byte aligned, rows * cols * sizeof(T) <= capacity.
+template <typename T>
+bool one_shot_add_rms_norm_fits(const T* x, int64_t rows, int64_t cols, const T* residual,
+                                const T* w, const T* out, size_t capacity);
+template <typename T>
+gpuError_t one_shot_all_reduce_add_rms_norm(const T* x, int64_t rows, int64_t cols, T* residual,
+                                            const T* w, float eps, float weight_offset, T* out,
+                                            int rank, int world, const OneShotPeers& peers,
+                                            size_t capacity, uint32_t* epochs, int blocks,
+                                            gpuStream_t stream);
 
 }  // namespace tessera::gpu

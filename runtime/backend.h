@@ -34,13 +34,6 @@ struct AttentionShape {
   int32_t qkv_width() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
 };
 
-// How an RMSNorm scales: out = x / rms(x) * (weight_offset + w). Gemma's checkpoints store w - 1
-// (offset 1); everyone else's store w (offset 0).
-struct NormSpec {
-  float eps = 1e-5f;
-  float weight_offset = 0.0f;
-};
-
 // What rope_and_cache does to a token's fresh q, k and v before rotating q and k: the projection's
 // bias added (Qwen2), then each q and k head RMS-normalized by its own weight (Qwen3, Gemma 3).
 // Null tensors are not applied.

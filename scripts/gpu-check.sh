@@ -239,8 +239,8 @@ stop_server() {
 # log and JSON $out/serve_NAME_cC.{log,json}.
 bench_serve() {
   local name=$1 c=$2
-  "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --concurrency $c \
-    --num-requests $(( c == 1 ? 4 : 128 )) --prompt-len 128 --output-len 256 \
+  "$bundle/bin/tessera" bench serve --server 127.0.0.1:50051 --admin-server 127.0.0.1:8002 \
+    --concurrency $c --num-requests $(( c == 1 ? 4 : 128 )) --prompt-len 128 --output-len 256 \
     --json "$out/serve_${name}_c$c.json" > "$out/serve_${name}_c$c.log" 2>&1 || status=1
 }
 
@@ -394,6 +394,13 @@ PY
       && cat "$out/all_reduce_tp4.log" || { echo "bench all-reduce failed"; tail -5 "$out/all_reduce_tp4.log"; }
     "$bundle/bin/tessera" bench all-reduce --devices 0,1 --json "$out/all_reduce_tp2.json" > "$out/all_reduce_tp2.log" 2>&1 \
       && cat "$out/all_reduce_tp2.log" || { echo "bench all-reduce (2) failed"; tail -5 "$out/all_reduce_tp2.log"; }
+    if [[ ${TP_GEMM:-0} == 1 ]]; then  # one rank's GEMMs at each split, decode-sized
+      for tp in 1 2 4; do
+        "$bundle/bin/tessera" bench gemm --m 1,16 --tensor-parallel $tp --json "$out/gemm_tp$tp.json" \
+          > "$out/gemm_tp$tp.log" 2> /dev/null && grep -A13 "^GEMMs" "$out/gemm_tp$tp.log" \
+          || { echo "bench gemm TP$tp failed"; status=1; }
+      done
+    fi
     local -A serve=([1gpu]="--devices 0" [pp2]="--devices 0,1 --device-map balanced --micro-batches 1"
                     [tp2]="--devices 0,1 --tensor-parallel-size 2" [tp4]="--devices 0,1,2,3 --tensor-parallel-size 4"
                     [pp2tp2]="--devices 0,1,2,3 --tensor-parallel-size 2 --device-map balanced --micro-batches 1")
@@ -403,6 +410,7 @@ PY
       for c in 1 64; do
         bench_serve "tp_$name" $c
         echo "$name c=$c: $(grep -m1 "output throughput" "$out/serve_tp_${name}_c$c.log") $(grep -m1 "^ITL" "$out/serve_tp_${name}_c$c.log")"
+        grep -h "engine steps\|step ms by phase" "$out/serve_tp_${name}_c$c.log"
       done
       stop_server
     done

@@ -2,9 +2,10 @@
 // through the one-shot peer-memory kernel (kernels/gpu_communicator.h), per message size: a
 // decode step's hidden rows (bf16 rows of 4096 or 8192) up to prefill sizes. The group is made as
 // the daemon makes it (auto: the one-shot kept below the size where it stops beating NCCL,
-// measured at creation); each size is then timed through both paths, one host thread per rank:
-// per-op device events after a warm-up, the median over the iterations, the slowest rank's.
-// Prints a table, writes JSON.
+// measured at creation); each size is then timed through both paths, one host thread per rank,
+// and the all-reduce followed by the residual add and RMSNorm of a layer both ways (NCCL then the
+// norm kernel, and the fused one-shot): groups of 8 ops back to back between device events after
+// a warm-up, the median group, the slowest rank's. Prints a table, writes JSON.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -93,12 +94,13 @@ int run(std::vector<int32_t> devices, const std::string& json_path, const std::v
   for (auto& c : *comms) group.push_back(c.get());
   const std::string described = group[0]->describe();
   const size_t limit = one_shot_limit(*group[0]);
+  const size_t fused = fused_limit(*group[0]);
   auto timings = time_all_reduce(group, sizes, dtype, iterations);
   if (!timings.ok()) return fail(timings.status());
 
   std::string names;
   for (GpuBackend* b : ranks) names += (names.empty() ? "" : ", ") + b->name();
-  std::printf("%zu ranks: %s\nall-reduce: %s\n%s, median of %d ops per size, slowest rank\n\n",
+  std::printf("%zu ranks: %s\nall-reduce: %s\n%s, median of %d groups of 8 ops per size, slowest rank\n\n",
               ranks.size(), names.c_str(), described.c_str(),
               std::string(dtype_name(dtype)).c_str(), iterations);
   TextTable table({{"bytes", true},
@@ -108,18 +110,25 @@ int run(std::vector<int32_t> devices, const std::string& json_path, const std::v
                    {"NCCL us", true},
                    {"one-shot us", true},
                    {"NCCL / one-shot", true},
-                   {"chosen"}});
+                   {"chosen"},
+                   {"NCCL + norm us", true},
+                   {"fused us", true},
+                   {"fused chosen"}});
   nlohmann::json rows = nlohmann::json::array();
   for (const AllReduceTiming& t : *timings) {
-    const bool has_one_shot = t.one_shot_us >= 0;
+    const bool has_one_shot = t.one_shot_us >= 0, has_fused = t.fused_us >= 0;
     const std::string chosen = limit > 0 && t.bytes <= limit ? "one-shot" : "nccl";
+    const bool fused_chosen = fused > 0 && t.bytes <= fused;
+    auto cell = [](double us) { return us >= 0 ? absl::StrFormat("%.1f", us) : std::string("-"); };
     table.add_row({std::to_string(t.bytes), format_memory_size(t.bytes), rows_of(t.bytes, 4096),
-                   rows_of(t.bytes, 8192), absl::StrFormat("%.1f", t.nccl_us),
-                   has_one_shot ? absl::StrFormat("%.1f", t.one_shot_us) : "-",
+                   rows_of(t.bytes, 8192), cell(t.nccl_us), cell(t.one_shot_us),
                    has_one_shot ? absl::StrFormat("%.2f", t.nccl_us / t.one_shot_us) : "-",
-                   chosen});
-    nlohmann::json row = {{"bytes", t.bytes}, {"nccl_us", t.nccl_us}, {"chosen", chosen}};
+                   chosen, cell(t.nccl_norm_us), cell(t.fused_us), fused_chosen ? "yes" : "no"});
+    nlohmann::json row = {{"bytes", t.bytes}, {"nccl_us", t.nccl_us}, {"chosen", chosen},
+                          {"fused_chosen", fused_chosen}};
     if (has_one_shot) row["one_shot_us"] = t.one_shot_us;
+    if (t.nccl_norm_us >= 0) row["nccl_norm_us"] = t.nccl_norm_us;
+    if (has_fused) row["fused_us"] = t.fused_us;
     rows.push_back(row);
   }
   std::printf("%s\n", table.render().c_str());
@@ -131,6 +140,7 @@ int run(std::vector<int32_t> devices, const std::string& json_path, const std::v
                              {"ranks", ranks.size()},
                              {"all_reduce", described},
                              {"one_shot_limit_bytes", limit},
+                             {"fused_limit_bytes", fused},
                              {"dtype", std::string(dtype_name(dtype))},
                              {"iterations", iterations},
                              {"sizes", rows}};

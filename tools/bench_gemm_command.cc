@@ -8,7 +8,9 @@
 // in the same process; prints a table and writes JSON. Timings are event-timed means over operand
 // sets rotated past the L2 cache, median of three. Beside each GEMM, a kernel that only reads the
 // same number of bytes (gpu::stream_read), timed the same way: the ceiling of a weight stream of
-// that size, launch and ramp included.
+// that size, launch and ramp included. `--tensor-parallel N` times one rank's share of each GEMM
+// under N-way tensor parallelism instead (qkv, gate_up and lm_head: N / ranks rows of the weight;
+// o and down: K / ranks columns).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -43,7 +45,9 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tessera bench gemm [--device N] [--json PATH] [--m 1,8,32,128,512,2048,8192]\n"
-    "  Times the Llama-3-8B GEMMs: the library default and the best tuned candidate.\n";
+    "                         [--tensor-parallel N]\n"
+    "  Times the Llama-3-8B GEMMs: the library default and the best tuned candidate;\n"
+    "  with --tensor-parallel, one rank's share of each under N-way tensor parallelism.\n";
 
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "tessera bench gemm: %s\n", std::string(s.message()).c_str());
@@ -69,12 +73,13 @@ struct LinearShape {
   const char* name;
   int64_t n, k;
   GemmDType out;
+  bool split_k;  // row-parallel under tensor parallelism (the input's columns are split)
 };
-constexpr LinearShape kShapes[] = {{"qkv", 6144, 4096, GemmDType::kBF16},
-                                   {"o", 4096, 4096, GemmDType::kBF16},
-                                   {"gate_up", 28672, 4096, GemmDType::kBF16},
-                                   {"down", 4096, 14336, GemmDType::kBF16},
-                                   {"lm_head", 128256, 4096, GemmDType::kF32}};
+constexpr LinearShape kShapes[] = {{"qkv", 6144, 4096, GemmDType::kBF16, false},
+                                   {"o", 4096, 4096, GemmDType::kBF16, true},
+                                   {"gate_up", 28672, 4096, GemmDType::kBF16, false},
+                                   {"down", 4096, 14336, GemmDType::kBF16, true},
+                                   {"lm_head", 128256, 4096, GemmDType::kF32, false}};
 constexpr int kFinalists = 3;         // fastest candidates checked and timed again
 constexpr double kRoughMs = 2.0;      // device time of one candidate's first timing
 constexpr double kFinalMs = 60.0;     // device time of each final timing
@@ -244,7 +249,7 @@ absl::StatusOr<Result> tune(TunableGemm& t, const GemmSignature& sig) {
   return r;
 }
 
-int run(int device, const std::string& json_path, const std::vector<int64_t>& ms) {
+int run(int device, const std::string& json_path, const std::vector<int64_t>& ms, int64_t ranks) {
   auto created = GpuBackend::create(device);
   if (!created.ok()) return fail(created.status());
   GpuBackend& gpu = **created;
@@ -253,7 +258,7 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
   if (!copy.ok()) return fail(copy.status());
   std::printf("%s: device-to-device copy %.0f GB/s, L2 %zu MiB\n\n", gpu.name().c_str(), *copy,
               tunable.cache_bytes() >> 20);
-  nlohmann::json report = {{"device", gpu.name()}, {"copy_gb_s", *copy}};
+  nlohmann::json report = {{"device", gpu.name()}, {"copy_gb_s", *copy}, {"tensor_parallel", ranks}};
   for (const auto& [key, value] : tunable.validators()) report["validators"][key] = value;
 
   TextTable table({{"gemm"}, {"M", true}, {"cands", true}, {"default ms", true},
@@ -261,7 +266,8 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
                    {"% copy", true}, {"x default", true}, {"best"}, {"own % copy", true},
                    {"read % copy", true}});
   nlohmann::json rows = nlohmann::json::array();
-  for (const LinearShape& s : kShapes) {
+  for (LinearShape s : kShapes) {
+    (s.split_k ? s.k : s.n) /= ranks;
     for (int64_t m : ms) {
       const GemmSignature sig = GemmSignature::for_linear(m, s.n, s.k, GemmDType::kBF16, s.out);
       const size_t operand = tunable.operand_bytes(sig);
@@ -306,7 +312,9 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
     }
   }
   report["gemms"] = rows;
-  std::printf("GEMMs of the Llama-3-8B shape (bf16; lm_head fp32 out), M tokens\n%s\n",
+  std::printf("GEMMs of the Llama-3-8B shape (bf16; lm_head fp32 out), M tokens%s\n%s\n",
+              ranks > 1 ? absl::StrFormat(", one rank's share at tensor parallel %d", ranks).c_str()
+                        : "",
               table.render().c_str());
   if (absl::Status s = gpu.synchronize(); !s.ok()) return fail(s);
   if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";
@@ -318,15 +326,22 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
 }  // namespace
 
 int bench_gemm_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"device", "json", "m"}, {"help"});
+  auto args = Args::parse(argc, argv, {"device", "json", "m", "tensor-parallel"}, {"help"});
   if (!args.ok()) return fail(args.status());
   if (args->has("help")) return print_usage(kUsage);
   auto device = args->get_int("device", 0);
   if (!device.ok()) return fail(device.status());
   auto ms = parse_m_list(args->get("m", "1,8,32,128,512,2048,8192"));
   if (!ms.ok()) return fail(ms.status());
+  auto ranks = args->get_int("tensor-parallel", 1);
+  if (!ranks.ok()) return fail(ranks.status());
+  // Every split shape divides evenly (4096, 6144, 14336, 28672 and 128256 by 1, 2, 4 and 8).
+  if (*ranks != 1 && *ranks != 2 && *ranks != 4 && *ranks != 8) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrFormat("--tensor-parallel: %d; 1, 2, 4 or 8 expected", *ranks)));
+  }
 #if defined(TESSERA_WITH_GPU)
-  return run(static_cast<int>(*device), args->get("json"), *ms);
+  return run(static_cast<int>(*device), args->get("json"), *ms, *ranks);
 #else
   return fail(absl::FailedPreconditionError(
       "this tessera was built without a GPU backend (TESSERA_GPU=off); nothing to time"));

@@ -91,6 +91,12 @@ class InProcessCommunicator final : public Communicator {
     group_->barrier();  // every share is written
   }
 
+  // The CPU's add_rms_norm is the backend's: the caller runs it after all_reduce_sum.
+  bool all_reduce_add_rms_norm(const Tensor&, const Tensor&, const Tensor&, NormSpec,
+                               const Tensor&) override {
+    return false;
+  }
+
   void gather_columns(const Tensor& part, const Tensor& full) override {
     const bool ok = check(part, "gather_columns", "part") &&
                     (rank_ != 0 || check(full, "gather_columns", "full"));

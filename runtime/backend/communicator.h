@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "runtime/backend/norm_spec.h"
 #include "runtime/backend/tensor.h"
 
 namespace tessera {
@@ -31,6 +32,16 @@ class Communicator {
   // x = the sum over every rank of its x, in place, on every rank. x is contiguous, in the
   // backend's compute dtype or fp32. Every rank's result is the same, bit for bit.
   virtual void all_reduce_sum(const Tensor& x) = 0;
+
+  // residual += the sum over every rank of x; out = rms_norm(residual) * w -- all_reduce_sum(x)
+  // and then the backend's add_rms_norm(residual, x, w, norm, out) -- as one op, where this
+  // implementation fuses them for these tensors: true when queued (x is left as it was). False,
+  // doing nothing, where it does not; the caller then makes those two calls. Every rank of the
+  // group must give the same answer: it depends on the tensors' shapes, dtypes and alignment,
+  // which the ranks' identical allocations share. x, residual and out [rows, cols] in the
+  // compute dtype, contiguous; w [cols].
+  virtual bool all_reduce_add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& w,
+                                       NormSpec norm, const Tensor& out) = 0;
 
   // Rank 0's `full` [rows, full_cols] receives every rank's `part` [rows, part_cols] as its
   // columns [r * part_cols, (r + 1) * part_cols), clipped to full_cols (the last rank's part may

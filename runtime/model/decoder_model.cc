@@ -32,15 +32,46 @@ void StageRun::norm_input(const Tensor& w) {
   const NormSpec norm{model_.config_.rms_norm_eps, model_.config_.norm_weight_offset};
   if (pending_.data == nullptr) {
     b_.rms_norm(x_, w, norm, normed_);
+  } else if (pending_is_share_) {
+    add_norm_of_share(pending_, w);
   } else {
     b_.add_rms_norm(x_, pending_, w, norm, normed_);
-    pending_ = Tensor{};
   }
+  pending_ = Tensor{};
+  pending_is_share_ = false;
 }
 
 void StageRun::add_norm(const Tensor& y, const Tensor& w) {
   b_.add_rms_norm(x_, y, w, NormSpec{model_.config_.rms_norm_eps, model_.config_.norm_weight_offset},
                   normed_);
+}
+
+void StageRun::add_norm_proj(const Tensor& w) {
+  if (!proj_is_share_) {
+    add_norm(proj_, w);
+    return;
+  }
+  add_norm_of_share(proj_, w);
+  proj_is_share_ = false;
+}
+
+void StageRun::add_norm_of_share(const Tensor& y, const Tensor& w) {
+  const NormSpec norm{model_.config_.rms_norm_eps, model_.config_.norm_weight_offset};
+  if (comm_->all_reduce_add_rms_norm(y, x_, w, norm, normed_)) return;
+  comm_->all_reduce_sum(y);
+  b_.add_rms_norm(x_, y, w, norm, normed_);
+}
+
+void StageRun::defer_add_proj() {
+  pending_ = proj_;
+  pending_is_share_ = proj_is_share_;
+  proj_is_share_ = false;
+}
+
+const Tensor& StageRun::proj() {
+  if (proj_is_share_) comm_->all_reduce_sum(proj_);
+  proj_is_share_ = false;
+  return proj_;
 }
 
 void StageRun::norm(const Tensor& y, const Tensor& w, const Tensor& out) {
@@ -64,7 +95,7 @@ void StageRun::attention(const DecoderLayer& l, int32_t i) {
   b_.rope_and_cache(qkv_, sliding ? stage.inv_freq_sliding : stage.inv_freq, shape, prologue, kv);
   b_.attention(qkv_, kv, shape, model_.attention_spec(i), attn_);
   b_.linear(rows.gemm_of(a.attn), l.o, rows.gemm_of(a.proj));
-  if (comm_ != nullptr) comm_->all_reduce_sum(proj_);  // each rank's heads' share of o
+  proj_is_share_ = comm_ != nullptr;  // each rank's heads' share of o
 }
 
 void StageRun::mlp(const DecoderLayer& l) {
@@ -73,7 +104,7 @@ void StageRun::mlp(const DecoderLayer& l) {
   b_.linear(rows.gemm_of(a.normed), l.gate_up, rows.gemm_of(a.gate_up));
   b_.gated_activation(gate_up_, model_.config_.activation, act_);
   b_.linear(rows.gemm_of(a.act), l.down, rows.gemm_of(a.proj));
-  if (comm_ != nullptr) comm_->all_reduce_sum(proj_);  // each rank's features' share of down
+  proj_is_share_ = comm_ != nullptr;  // each rank's features' share of down
 }
 
 // --- the model -----------------------------------------------------------------------------

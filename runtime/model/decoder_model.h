@@ -27,6 +27,11 @@ class DecoderModel;
 // One stage pass as a family's layer sees it: the residual stream `x` of the pass's rows, the
 // shared layers over them, and what the previous layer left to add to x (added inside the next
 // norm, so that the residual add costs no pass of its own).
+//
+// Under tensor parallelism the o and down projections leave each rank's share of proj; it is
+// summed over the ranks where it is first used -- inside the residual add and norm that follow
+// (add_norm_proj, or the next norm_input after defer_add_proj), as one op where the communicator
+// fuses them, or by proj() for a family that reads it whole.
 class StageRun {
  public:
   // normed = norm(x + pending) (just norm(x) at the stage's first layer: x arrives complete).
@@ -35,15 +40,19 @@ class StageRun {
   void attention(const DecoderLayer& l, int32_t i);
   // x += y; normed = norm(x).
   void add_norm(const Tensor& y, const Tensor& w);
+  // x += proj; normed = norm(x).
+  void add_norm_proj(const Tensor& w);
   // out = norm(y) (the sandwich norms of Gemma).
   void norm(const Tensor& y, const Tensor& w, const Tensor& out);
   // proj = down(act(gate_up(normed))).
   void mlp(const DecoderLayer& l);
   // y joins x at the next norm_input (or the stage's end).
   void defer_add(const Tensor& y) { pending_ = y; }
+  // proj joins x at the next norm_input (or the stage's end).
+  void defer_add_proj();
 
-  // This pass's rows of the activations.
-  const Tensor& proj() const { return proj_; }
+  // This pass's rows of the activations; proj summed over the ranks.
+  const Tensor& proj();
   const Tensor& sandwich() const { return sandwich_; }
 
  private:
@@ -56,6 +65,12 @@ class StageRun {
   Communicator* comm_;     // its tensor-parallel group's; null for one rank
   Tensor x_, normed_, qkv_, attn_, proj_, gate_up_, act_, sandwich_;  // [rows, ...] of this pass
   Tensor pending_;  // empty: nothing to add
+  bool proj_is_share_ = false;     // proj_ holds this rank's share, not yet summed
+  bool pending_is_share_ = false;  // pending_ likewise
+
+  // x += y; normed = norm(x), with y this rank's share: summed over the ranks in the same op
+  // where the communicator fuses them.
+  void add_norm_of_share(const Tensor& y, const Tensor& w);
 };
 
 class DecoderModel : public StageModel {

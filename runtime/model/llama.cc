@@ -6,9 +6,9 @@ namespace tessera {
 void LlamaModel::run_layer(StageRun& run, const DecoderLayer& l, int32_t i) const {
   run.norm_input(l.input_layernorm);                      // normed = norm(x)
   run.attention(l, i);                                    // proj = o(attn(rope(qkv(normed))))
-  run.add_norm(run.proj(), l.post_attention_layernorm);   // x += proj; normed = norm(x)
+  run.add_norm_proj(l.post_attention_layernorm);          // x += proj; normed = norm(x)
   run.mlp(l);                                             // proj = down(act(gate, up))
-  run.defer_add(run.proj());                              // x += proj, in the next norm
+  run.defer_add_proj();                                   // x += proj, in the next norm
 }
 
 }  // namespace tessera

@@ -3,7 +3,8 @@
 // path (NCCL forced, one-shot forced) against a host fp64 sum, at odd, unaligned and large sizes
 // (the one-shot's chunking past its staging buffer), every rank's result the same bits;
 // gather_columns with a padded last part, in chunks of rows; both recorded into each rank's decode
-// graph (GpuBackend::run_graph) and replayed with new inputs; a group of one rank. Skips with fewer
+// graph (GpuBackend::run_graph) and replayed with new inputs; all_reduce_add_rms_norm fused and
+// not; a group of one rank. Skips with fewer
 // than 2 GPUs or no NCCL (the single-rank and parsing tests need one GPU or none).
 #include <gtest/gtest.h>
 
@@ -375,6 +376,141 @@ INSTANTIATE_TEST_SUITE_P(Paths, GpuCommunicatorGraphTest,
                            return p.param == AllReduceMode::kAuto   ? "Auto"
                                   : p.param == AllReduceMode::kNccl ? "Nccl"
                                                                     : "OneShot";
+                         });
+
+// all_reduce_add_rms_norm as the model calls it: the fused op where the communicator takes it
+// (forced one-shot: always), else all_reduce_sum and the backend's add_rms_norm (forced NCCL:
+// never fused). Against the host: the sum over the ranks in rank order rounded to the dtype,
+// added to the residual and rounded (the residual bit for bit on the one-shot), the norm within
+// an ulp (its sum of squares is added in another order); every rank's bits the same; x left as
+// it was by the fused op. Steps 0 direct, 1 recorded into a graph, the rest replayed with new
+// inputs.
+class GpuCommunicatorFusedNormTest : public testing::TestWithParam<AllReduceMode> {};
+
+TEST_P(GpuCommunicatorFusedNormTest, MatchesTheHostOnEveryRank) {
+  MadeGroup g = make_group(GetParam());
+  if (!g.skip.empty()) GTEST_SKIP() << g.skip;
+  const bool one_shot = GetParam() == AllReduceMode::kOneShot;
+  const int world = static_cast<int>(g.comms.size());
+  uint32_t seed = 500;
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    for (auto [rows, cols, offset] : {std::tuple{int64_t{1}, int64_t{4096}, 0.0f},
+                                      std::tuple{int64_t{5}, int64_t{2048}, 1.0f},
+                                      std::tuple{int64_t{64}, int64_t{8192}, 0.0f}}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << " " << rows << "x" << cols);
+      const size_t n = static_cast<size_t>(rows * cols), eb = dtype_bytes(t);
+      const NormSpec norm{1e-5f, offset};
+      struct Rank {
+        DeviceBuffer x, residual, w, out;
+        std::vector<uint8_t> x_in, x_out, residual_out, out_out;
+        std::vector<double> x_v;
+        bool fused = false;
+      };
+      std::vector<Rank> ranks(world);
+      for (int r = 0; r < world; ++r) {
+        GpuBackend& b = *backends()[r];
+        for (DeviceBuffer* d : {&ranks[r].x, &ranks[r].residual, &ranks[r].out}) {
+          *d = *b.allocate(n * eb);
+        }
+        ranks[r].w = *b.allocate(cols * eb);
+      }
+      constexpr int kSteps = 4;
+      for (int step = 0; step < kSteps; ++step) {
+        SCOPED_TRACE(testing::Message() << "step " << step);
+        // The residual stream and the norm's weight are the same on every rank, as in a model.
+        std::vector<uint8_t> residual_in, w_in;
+        std::vector<double> residual_v, w_v;
+        random_values(t, n, seed++, residual_in, residual_v);
+        random_values(t, static_cast<size_t>(cols), seed++, w_in, w_v);
+        for (int r = 0; r < world; ++r) random_values(t, n, seed++, ranks[r].x_in, ranks[r].x_v);
+        on_every_rank(world, [&](int r) {
+          GpuBackend& b = *backends()[r];
+          Rank& k = ranks[r];
+          b.make_current();
+          (void)gpuMemcpyAsync(k.x.data(), k.x_in.data(), n * eb, gpuMemcpyHostToDevice,
+                               b.stream());
+          (void)gpuMemcpyAsync(k.residual.data(), residual_in.data(), n * eb,
+                               gpuMemcpyHostToDevice, b.stream());
+          (void)gpuMemcpyAsync(k.w.data(), w_in.data(), cols * eb, gpuMemcpyHostToDevice,
+                               b.stream());
+          const Tensor x = k.x.view(t, {rows, cols}), residual = k.residual.view(t, {rows, cols});
+          const Tensor w = k.w.view(t, {cols}), out = k.out.view(t, {rows, cols});
+          const absl::Status s = b.run_graph(43, [&] {
+            k.fused = g.comms[r]->all_reduce_add_rms_norm(x, residual, w, norm, out);
+            if (!k.fused) {
+              g.comms[r]->all_reduce_sum(x);
+              b.add_rms_norm(residual, x, w, norm, out);
+            }
+          });
+          EXPECT_TRUE(s.ok()) << s;
+          for (auto [host, dev] : {std::pair{&k.x_out, &k.x}, std::pair{&k.residual_out, &k.residual},
+                                   std::pair{&k.out_out, &k.out}}) {
+            host->resize(n * eb);
+            b.copy_to_host(host->data(), dev->data(), n * eb);
+          }
+        });
+        for (int r = 0; r < world; ++r) {
+          ASSERT_TRUE(backends()[r]->synchronize().ok());
+          const absl::Status s = g.comms[r]->take_error();
+          ASSERT_TRUE(s.ok()) << s;
+          EXPECT_EQ(ranks[r].fused, one_shot) << "rank " << r;
+        }
+        size_t bad = 0;
+        for (int64_t row = 0; row < rows; ++row) {
+          std::vector<double> stream(cols);
+          double sum_sq = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            const size_t i = static_cast<size_t>(row * cols + c);
+            float acc = static_cast<float>(ranks[0].x_v[i]);
+            double abs_sum = std::abs(ranks[0].x_v[i]);
+            for (int r = 1; r < world; ++r) {
+              acc += static_cast<float>(ranks[r].x_v[i]);
+              abs_sum += std::abs(ranks[r].x_v[i]);
+            }
+            auto round_to_t = [&](float f) {
+              return t == DType::kBF16 ? bf16_to_float(float_to_bf16(f))
+                                       : half_to_float(float_to_half(f));
+            };
+            const float sum_t = round_to_t(acc);
+            stream[c] = round_to_t(static_cast<float>(residual_v[i]) + sum_t);
+            const double got = value_at(t, ranks[0].residual_out, i);
+            const double tol = one_shot ? 0.0
+                                        : world * epsilon(t) * abs_sum +
+                                              epsilon(t) * std::abs(stream[c]);
+            if (!(std::abs(got - stream[c]) <= tol) && bad++ < 5) {
+              ADD_FAILURE() << "residual row " << row << " col " << c << ": " << got << ", want "
+                            << stream[c];
+            }
+            sum_sq += value_at(t, ranks[0].residual_out, i) * value_at(t, ranks[0].residual_out, i);
+          }
+          const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(cols) + norm.eps);
+          for (int64_t c = 0; c < cols; ++c) {
+            const size_t i = static_cast<size_t>(row * cols + c);
+            const double want =
+                value_at(t, ranks[0].residual_out, i) * inv_rms * (offset + w_v[c]);
+            const double got = value_at(t, ranks[0].out_out, i);
+            if (!(std::abs(got - want) <= 2 * epsilon(t) * std::abs(want) + 1e-6) && bad++ < 5) {
+              ADD_FAILURE() << "out row " << row << " col " << c << ": " << got << ", want "
+                            << want;
+            }
+          }
+        }
+        EXPECT_EQ(bad, 0u);
+        for (int r = 0; r < world; ++r) {
+          EXPECT_EQ(ranks[r].residual_out, ranks[0].residual_out) << "rank " << r;
+          EXPECT_EQ(ranks[r].out_out, ranks[0].out_out) << "rank " << r;
+          if (one_shot) EXPECT_EQ(ranks[r].x_out, ranks[r].x_in) << "rank " << r << ": x changed";
+        }
+      }
+      for (int r = 0; r < world; ++r) backends()[r]->release_graphs();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, GpuCommunicatorFusedNormTest,
+                         testing::Values(AllReduceMode::kNccl, AllReduceMode::kOneShot),
+                         [](const testing::TestParamInfo<AllReduceMode>& p) {
+                           return p.param == AllReduceMode::kNccl ? "Nccl" : "OneShot";
                          });
 
 TEST(GpuCommunicatorTest, SingleRankCopiesNothingAndNeedsNoLibrary) {
