@@ -49,7 +49,11 @@ absl::StatusOr<std::unique_ptr<StepRunner>> StepRunner::create(std::unique_ptr<S
   TESSERA_RETURN_IF_ERROR(validate_segments(segments, model->num_layers()));
   std::unique_ptr<StepRunner> runner(new StepRunner(std::move(model), limits, std::move(execution)));
   runner->segments_ = std::move(segments);
-  runner->lanes_ = std::make_unique<RankThreads>(runner->segments_.front().num_ranks());
+  // Device ranks' threads poll between steps (rank_threads.h): up to a slow decode step's time.
+  const LayerSegment& first = runner->segments_.front();
+  const bool devices = !first.rank_backend(0).uses_host_memory();
+  runner->lanes_ = std::make_unique<RankThreads>(
+      first.num_ranks(), devices ? std::chrono::milliseconds(20) : std::chrono::microseconds(0));
   const StepCapacity cap = capacity(runner->limits_, runner->execution_);
   TESSERA_RETURN_IF_ERROR(runner->allocate(cap));
   // Graphs run where asked and every stage records them.

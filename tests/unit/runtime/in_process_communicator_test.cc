@@ -3,6 +3,8 @@
 // to the vocabulary, and a refused tensor is an error, not a hang.
 #include "kernels/cpu/in_process_communicator.h"
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -69,8 +71,12 @@ TEST(InProcessCommunicatorTest, ARefusedTensorIsAnErrorOnEveryRankAndNobodyHangs
   }
 }
 
-TEST(RankThreadsTest, RunsEveryRankConcurrentlyAndReturnsWhenAllHave) {
-  RankThreads threads(4);
+// Sleeping between runs (CPU ranks) and polling (device ranks); runs that come while the threads
+// poll, and after the poll ran out and they slept; destroyed while they poll.
+class RankThreadsTest : public testing::TestWithParam<std::chrono::microseconds> {};
+
+TEST_P(RankThreadsTest, RunsEveryRankConcurrentlyAndReturnsWhenAllHave) {
+  RankThreads threads(4, GetParam());
   auto comms = make_in_process_communicators(4);
   std::vector<int> ran(4, 0);
   for (int step = 0; step < 50; ++step) {
@@ -80,13 +86,21 @@ TEST(RankThreadsTest, RunsEveryRankConcurrentlyAndReturnsWhenAllHave) {
       comms[r]->all_reduce_sum(Tensor(&x, DType::kF32, {1}));
       ran[r] += x == 4.0f;
     });
+    if (step % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(3));
   }
   EXPECT_EQ(ran, (std::vector<int>{50, 50, 50, 50}));
-  RankThreads one(1);
+  RankThreads one(1, GetParam());
   int calls = 0;
   one.run([&](int32_t r) { calls += r == 0; });
   EXPECT_EQ(calls, 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(Wait, RankThreadsTest,
+                         testing::Values(std::chrono::microseconds(0),
+                                         std::chrono::microseconds(1000)),
+                         [](const testing::TestParamInfo<std::chrono::microseconds>& p) {
+                           return p.param.count() == 0 ? "Sleeps" : "Polls";
+                         });
 
 }  // namespace
 }  // namespace tessera
