@@ -339,8 +339,10 @@ PY
 
 # Issue 20 (tensor parallelism), on a host of 4 GPUs. TP_PART=8b: the 8B-shaped model's greedy
 # tokens on one GPU, then the same tokens forced through TP2 and TP4 (agreement with one GPU's
-# argmax and the logits' error), `tessera bench serve` at concurrency 1 and 64 on 1 GPU, 2
-# pipeline stages, TP2, TP4 and 2 stages x TP2 (TP_SERVE picks), and `tessera bench all-reduce`;
+# argmax and the logits' error; TP_FORCED=0 skips), `tessera bench all-reduce` (TP_ALL_REDUCE=0
+# skips), one rank's GEMMs at each split (TP_GEMM=1), `tessera bench serve` at concurrency 1 and
+# 64 on 1 GPU, 2 pipeline stages, TP2, TP4 and 2 stages x TP2 (TP_SERVE picks; TP_FLAGS are added
+# to every server's flags, e.g. --tuning-mode warmup);
 # TP_PART=70b: a Llama-3-70B-shaped random model (tests/reference/random_llama_shards.py, ~141
 # GB in $TP_DIR, default /dev/shm when it has room, else /tmp) served at TP4 and at 2 stages x
 # TP2, batch-1 tok/s beside its weight-bandwidth roofline.
@@ -354,7 +356,34 @@ run_tp() {
     local model=/dev/shm/llama8b
     MODEL=$model
     python3 tests/reference/random_llama.py "$model" || { status=1; return; }
-    local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
+    [[ ${TP_FORCED:-1} == 1 ]] && tp_forced "$model"
+    [[ ${TP_ALL_REDUCE:-1} == 1 ]] && tp_all_reduce
+    [[ ${TP_GEMM:-0} == 1 ]] && tp_gemm
+    local -A serve=([1gpu]="--devices 0" [pp2]="--devices 0,1 --device-map balanced --micro-batches 1"
+                    [tp2]="--devices 0,1 --tensor-parallel-size 2" [tp4]="--devices 0,1,2,3 --tensor-parallel-size 4"
+                    [pp2tp2]="--devices 0,1,2,3 --tensor-parallel-size 2 --device-map balanced --micro-batches 1")
+    local name
+    for name in ${TP_SERVE:-1gpu pp2 tp2 tp4 pp2tp2}; do
+      local start=$(date +%s)
+      start_server "tp_$name" ${serve[$name]} ${TP_FLAGS:-} || continue
+      echo "$name ${TP_FLAGS:-}: ready $(( $(date +%s) - start )) s after start"
+      for c in 1 64; do
+        bench_serve "tp_$name" $c
+        echo "$name c=$c: $(grep -m1 "output throughput" "$out/serve_tp_${name}_c$c.log") $(grep -m1 "^ITL" "$out/serve_tp_${name}_c$c.log")"
+        grep -h "engine steps\|step ms by phase" "$out/serve_tp_${name}_c$c.log"
+      done
+      stop_server
+    done
+    return
+  fi
+  run_tp70
+}
+
+# One GPU's greedy tokens on the 8B-shaped model, then forced through TP2 and TP4: where each
+# split's argmax agrees, and the logits' error.
+tp_forced() {
+  local model=$1
+  local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
     TESSERA_BACKEND=gpu "$bundle/bin/dump_logits" "$model" "$out/tp_one.json" "${prompts[@]}" \
       > "$out/tp_one.log" 2>&1 || { echo "dump_logits one GPU failed"; tail -5 "$out/tp_one.log"; status=1; return; }
     # One GPU's greedy tokens forced through the splits: where each split's argmax agrees.
@@ -390,32 +419,27 @@ sys.exit(0 if ok else 1)
 PY
     grep -h -B1 -A4 "tensor_parallel_size=" "$out"/tp_4.log | head -8
     grep -h "collectives" "$out"/tp_4.log | head -1
-    "$bundle/bin/tessera" bench all-reduce --devices 0,1,2,3 --json "$out/all_reduce_tp4.json" > "$out/all_reduce_tp4.log" 2>&1 \
-      && cat "$out/all_reduce_tp4.log" || { echo "bench all-reduce failed"; tail -5 "$out/all_reduce_tp4.log"; }
-    "$bundle/bin/tessera" bench all-reduce --devices 0,1 --json "$out/all_reduce_tp2.json" > "$out/all_reduce_tp2.log" 2>&1 \
-      && cat "$out/all_reduce_tp2.log" || { echo "bench all-reduce (2) failed"; tail -5 "$out/all_reduce_tp2.log"; }
-    if [[ ${TP_GEMM:-0} == 1 ]]; then  # one rank's GEMMs at each split, decode-sized
-      for tp in 1 2 4; do
-        "$bundle/bin/tessera" bench gemm --m 1,16 --tensor-parallel $tp --json "$out/gemm_tp$tp.json" \
-          > "$out/gemm_tp$tp.log" 2> /dev/null && grep -A13 "^GEMMs" "$out/gemm_tp$tp.log" \
-          || { echo "bench gemm TP$tp failed"; status=1; }
-      done
-    fi
-    local -A serve=([1gpu]="--devices 0" [pp2]="--devices 0,1 --device-map balanced --micro-batches 1"
-                    [tp2]="--devices 0,1 --tensor-parallel-size 2" [tp4]="--devices 0,1,2,3 --tensor-parallel-size 4"
-                    [pp2tp2]="--devices 0,1,2,3 --tensor-parallel-size 2 --device-map balanced --micro-batches 1")
-    local name
-    for name in ${TP_SERVE:-1gpu pp2 tp2 tp4 pp2tp2}; do
-      start_server "tp_$name" ${serve[$name]} || continue
-      for c in 1 64; do
-        bench_serve "tp_$name" $c
-        echo "$name c=$c: $(grep -m1 "output throughput" "$out/serve_tp_${name}_c$c.log") $(grep -m1 "^ITL" "$out/serve_tp_${name}_c$c.log")"
-        grep -h "engine steps\|step ms by phase" "$out/serve_tp_${name}_c$c.log"
-      done
-      stop_server
-    done
-    return
-  fi
+}
+
+# `tessera bench all-reduce` over 4 and 2 GPUs.
+tp_all_reduce() {
+  "$bundle/bin/tessera" bench all-reduce --devices 0,1,2,3 --json "$out/all_reduce_tp4.json" > "$out/all_reduce_tp4.log" 2>&1 \
+    && cat "$out/all_reduce_tp4.log" || { echo "bench all-reduce failed"; tail -5 "$out/all_reduce_tp4.log"; }
+  "$bundle/bin/tessera" bench all-reduce --devices 0,1 --json "$out/all_reduce_tp2.json" > "$out/all_reduce_tp2.log" 2>&1 \
+    && cat "$out/all_reduce_tp2.log" || { echo "bench all-reduce (2) failed"; tail -5 "$out/all_reduce_tp2.log"; }
+}
+
+# One rank's GEMMs of the 8B shape at each split, decode-sized.
+tp_gemm() {
+  local tp
+  for tp in 1 2 4; do
+    "$bundle/bin/tessera" bench gemm --m 1,16 --tensor-parallel $tp --json "$out/gemm_tp$tp.json" \
+      > "$out/gemm_tp$tp.log" 2> /dev/null && grep -A13 "^GEMMs" "$out/gemm_tp$tp.log" \
+      || { echo "bench gemm TP$tp failed"; status=1; }
+  done
+}
+
+run_tp70() {
   # ~141 GB: /dev/shm where it has room (the page cache then serves the loads), else disk.
   local base=${TP_DIR:-}
   if [[ -z $base ]]; then
