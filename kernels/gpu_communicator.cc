@@ -193,7 +193,8 @@ struct Group {
       return;
     }
     if (one_shot_limit == std::numeric_limits<size_t>::max()) {
-      description = str_cat("one-shot for every all-reduce (", lib, " for gathers)");
+      description = str_cat("one-shot for every all-reduce, fused with the residual add and norm up to ",
+                            kib(fused_limit), " (", lib, " for gathers)");
       return;
     }
     if (one_shot_limit == 0) {
@@ -605,12 +606,13 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> create_gpu_communicat
         table += str_cat(" ", kib(t.bytes), ": nccl ", us(t.nccl_us), " us, one-shot ",
                          us(t.one_shot_us), " us, + norm ", us(t.nccl_norm_us), " / fused ",
                          us(t.fused_us), " us;");
-        one_shot_faster = one_shot_faster && t.one_shot_us < t.nccl_us;
+        // A path that did not run (< 0) never wins.
+        one_shot_faster = one_shot_faster && t.one_shot_us >= 0 && t.one_shot_us < t.nccl_us;
         if (one_shot_faster) group->one_shot_limit = t.bytes;
         // Against what it replaces: the all-reduce chosen at this size, then the norm.
         const double unfused =
             std::min(t.nccl_us, t.one_shot_us) + std::max(0.0, t.nccl_norm_us - t.nccl_us);
-        fused_faster = fused_faster && t.fused_us < unfused;
+        fused_faster = fused_faster && t.fused_us >= 0 && t.nccl_norm_us >= 0 && t.fused_us < unfused;
         if (fused_faster) group->fused_limit = t.bytes;
       }
       spdlog::info("all-reduce over {} GPUs, measured:{}", n, table);
@@ -659,8 +661,10 @@ absl::StatusOr<std::vector<AllReduceTiming>> time_all_reduce(std::span<Communica
   for (int r = 0; r < n; ++r) {
     GpuBackend& b = *g.backends[r];
     RankState& st = state[r];
-    for (auto [buffer, bytes] : {std::pair{&st.data, largest}, std::pair{&st.residual, largest},
-                                 std::pair{&st.out, largest},
+    // The fused paths run only up to the staging capacity.
+    const size_t fused_bytes = std::min(largest, kOneShotCapacity);
+    for (auto [buffer, bytes] : {std::pair{&st.data, largest}, std::pair{&st.residual, fused_bytes},
+                                 std::pair{&st.out, fused_bytes},
                                  std::pair{&st.weight, kFusedCols * elem}}) {
       absl::StatusOr<DeviceBuffer> buf = b.allocate(bytes);
       if (!buf.ok()) return buf.status();
@@ -700,7 +704,10 @@ absl::StatusOr<std::vector<AllReduceTiming>> time_all_reduce(std::span<Communica
       const Tensor residual(st.residual.data(), dtype, {rows, cols});
       const Tensor out(st.out.data(), dtype, {rows, cols});
       const Tensor w(st.weight.data(), dtype, {cols});
-      const bool fusable = fusable_dtype && c.fusable(x2, residual, w, out, largest);
+      // Whole rows of the size only, within the buffers (the same answer on every rank).
+      const bool fusable = fusable_dtype && rows * cols == count &&
+                           x2.nbytes() <= std::min(largest, kOneShotCapacity) &&
+                           c.fusable(x2, residual, w, out, largest);
       auto op = [&](int path) {
         switch (path) {
           case 0:

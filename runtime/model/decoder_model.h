@@ -31,7 +31,9 @@ class DecoderModel;
 // Under tensor parallelism the o and down projections leave each rank's share of proj; it is
 // summed over the ranks where it is first used -- inside the residual add and norm that follow
 // (add_norm_proj, or the next norm_input after defer_add_proj), as one op where the communicator
-// fuses them, or by proj() for a family that reads it whole.
+// fuses them, or by proj() for a family that reads it whole. A family's layer must use proj
+// through one of those three after every attention() and mlp(): a share left unsummed is a
+// wrong result on every rank, not an error.
 class StageRun {
  public:
   // normed = norm(x + pending) (just norm(x) at the stage's first layer: x arrives complete).
@@ -47,7 +49,10 @@ class StageRun {
   // proj = down(act(gate_up(normed))).
   void mlp(const DecoderLayer& l);
   // y joins x at the next norm_input (or the stage's end).
-  void defer_add(const Tensor& y) { pending_ = y; }
+  void defer_add(const Tensor& y) {
+    pending_ = y;
+    pending_is_share_ = false;
+  }
   // proj joins x at the next norm_input (or the stage's end).
   void defer_add_proj();
 

@@ -383,8 +383,9 @@ INSTANTIATE_TEST_SUITE_P(Paths, GpuCommunicatorGraphTest,
 // never fused). Against the host: the sum over the ranks in rank order rounded to the dtype,
 // added to the residual and rounded (the residual bit for bit on the one-shot), the norm within
 // an ulp (its sum of squares is added in another order); every rank's bits the same; x left as
-// it was by the fused op. Steps 0 direct, 1 recorded into a graph, the rest replayed with new
-// inputs.
+// it was by the fused op; plain all-reduces just before and after it (reusing its staging under
+// other element-to-block mappings) still right. Steps 0 direct, 1 recorded into a graph, the
+// rest replayed with new inputs.
 class GpuCommunicatorFusedNormTest : public testing::TestWithParam<AllReduceMode> {};
 
 TEST_P(GpuCommunicatorFusedNormTest, MatchesTheHostOnEveryRank) {
@@ -404,10 +405,14 @@ TEST_P(GpuCommunicatorFusedNormTest, MatchesTheHostOnEveryRank) {
       SCOPED_TRACE(testing::Message() << dtype_name(t) << " " << rows << "x" << cols);
       const size_t n = static_cast<size_t>(rows * cols), eb = dtype_bytes(t);
       const NormSpec norm{1e-5f, offset};
+      // Plain all-reduces just before and after the fused op, as a layer's neighbours are: the
+      // same staging halves under other element-to-block mappings.
+      constexpr size_t kBefore = 3001, kAfter = 3 * 4096;
       struct Rank {
-        DeviceBuffer x, residual, w, out;
-        std::vector<uint8_t> x_in, x_out, residual_out, out_out;
-        std::vector<double> x_v;
+        DeviceBuffer x, residual, w, out, before, after;
+        std::vector<uint8_t> x_in, x_out, residual_out, out_out, before_in, after_in, before_out,
+            after_out;
+        std::vector<double> x_v, before_v, after_v;
         bool fused = false;
       };
       std::vector<Rank> ranks(world);
@@ -417,6 +422,8 @@ TEST_P(GpuCommunicatorFusedNormTest, MatchesTheHostOnEveryRank) {
           *d = *b.allocate(n * eb);
         }
         ranks[r].w = *b.allocate(cols * eb);
+        ranks[r].before = *b.allocate(kBefore * eb);
+        ranks[r].after = *b.allocate(kAfter * eb);
       }
       constexpr int kSteps = 4;
       for (int step = 0; step < kSteps; ++step) {
@@ -426,7 +433,11 @@ TEST_P(GpuCommunicatorFusedNormTest, MatchesTheHostOnEveryRank) {
         std::vector<double> residual_v, w_v;
         random_values(t, n, seed++, residual_in, residual_v);
         random_values(t, static_cast<size_t>(cols), seed++, w_in, w_v);
-        for (int r = 0; r < world; ++r) random_values(t, n, seed++, ranks[r].x_in, ranks[r].x_v);
+        for (int r = 0; r < world; ++r) {
+          random_values(t, n, seed++, ranks[r].x_in, ranks[r].x_v);
+          random_values(t, kBefore, seed++, ranks[r].before_in, ranks[r].before_v);
+          random_values(t, kAfter, seed++, ranks[r].after_in, ranks[r].after_v);
+        }
         on_every_rank(world, [&](int r) {
           GpuBackend& b = *backends()[r];
           Rank& k = ranks[r];
@@ -437,20 +448,28 @@ TEST_P(GpuCommunicatorFusedNormTest, MatchesTheHostOnEveryRank) {
                                gpuMemcpyHostToDevice, b.stream());
           (void)gpuMemcpyAsync(k.w.data(), w_in.data(), cols * eb, gpuMemcpyHostToDevice,
                                b.stream());
+          (void)gpuMemcpyAsync(k.before.data(), k.before_in.data(), kBefore * eb,
+                               gpuMemcpyHostToDevice, b.stream());
+          (void)gpuMemcpyAsync(k.after.data(), k.after_in.data(), kAfter * eb,
+                               gpuMemcpyHostToDevice, b.stream());
           const Tensor x = k.x.view(t, {rows, cols}), residual = k.residual.view(t, {rows, cols});
           const Tensor w = k.w.view(t, {cols}), out = k.out.view(t, {rows, cols});
           const absl::Status s = b.run_graph(43, [&] {
+            g.comms[r]->all_reduce_sum(k.before.view(t, {static_cast<int64_t>(kBefore)}));
             k.fused = g.comms[r]->all_reduce_add_rms_norm(x, residual, w, norm, out);
             if (!k.fused) {
               g.comms[r]->all_reduce_sum(x);
               b.add_rms_norm(residual, x, w, norm, out);
             }
+            g.comms[r]->all_reduce_sum(k.after.view(t, {static_cast<int64_t>(kAfter)}));
           });
           EXPECT_TRUE(s.ok()) << s;
-          for (auto [host, dev] : {std::pair{&k.x_out, &k.x}, std::pair{&k.residual_out, &k.residual},
-                                   std::pair{&k.out_out, &k.out}}) {
-            host->resize(n * eb);
-            b.copy_to_host(host->data(), dev->data(), n * eb);
+          for (auto [host, dev, count] :
+               {std::tuple{&k.x_out, &k.x, n}, std::tuple{&k.residual_out, &k.residual, n},
+                std::tuple{&k.out_out, &k.out, n}, std::tuple{&k.before_out, &k.before, kBefore},
+                std::tuple{&k.after_out, &k.after, kAfter}}) {
+            host->resize(count * eb);
+            b.copy_to_host(host->data(), dev->data(), count * eb);
           }
         });
         for (int r = 0; r < world; ++r) {
@@ -498,6 +517,25 @@ TEST_P(GpuCommunicatorFusedNormTest, MatchesTheHostOnEveryRank) {
               ADD_FAILURE() << "out row " << row << " col " << c << ": " << got << ", want "
                             << want;
             }
+          }
+        }
+        for (auto [count, in_of, out_of] :
+             {std::tuple{kBefore, &Rank::before_v, &Rank::before_out},
+              std::tuple{kAfter, &Rank::after_v, &Rank::after_out}}) {
+          for (size_t i = 0; i < count; ++i) {
+            double ref = 0, abs_sum = 0;
+            for (int r = 0; r < world; ++r) {
+              ref += (ranks[r].*in_of)[i];
+              abs_sum += std::abs((ranks[r].*in_of)[i]);
+            }
+            const double got = value_at(t, ranks[0].*out_of, i);
+            if (!(std::abs(got - ref) <= world * epsilon(t) * abs_sum) && bad++ < 5) {
+              ADD_FAILURE() << "plain all-reduce of " << count << ", element " << i << ": " << got
+                            << ", fp64 " << ref;
+            }
+          }
+          for (int r = 1; r < world; ++r) {
+            EXPECT_EQ(ranks[r].*out_of, ranks[0].*out_of) << "rank " << r << ", n=" << count;
           }
         }
         EXPECT_EQ(bad, 0u);
