@@ -7,6 +7,7 @@ namespace tessera::cli {
 
 // tessera run --model PATH [--chat] [sampling flags] "PROMPT": offline generation, no server.
 int run_command(int argc, char** argv);
+int perplexity_command(int argc, char** argv);
 
 // Against a running tesserad (--server HOST:PORT, default 127.0.0.1:50051):
 // tessera generate [flags] "PROMPT": one completion, streamed.

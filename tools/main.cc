@@ -17,6 +17,8 @@ void usage() {
                "  run --model PATH [--chat] [--max-tokens N] [--temperature T] [--top-k K]\n"
                "      [--top-p P] [--min-p P] [--seed S] [--threads N] \"PROMPT\"\n"
                "                      generate offline, streaming text, then a summary line\n"
+               "  perplexity --model PATH --text FILE [--context N] [--stride N] [--json PATH]\n"
+               "                      score a text offline: its perplexity under the model\n"
                "  generate [--server HOST:PORT] [--model ID] [--chat] [--unary] [sampling and\n"
                "      stopping flags] \"PROMPT\"\n"
                "                      generate on tesserad, streaming text, then a summary line\n"
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
   using Command = int (*)(int, char**);
   Command run = nullptr;
   if (command == "run") run = tessera::cli::run_command;
+  if (command == "perplexity") run = tessera::cli::perplexity_command;
   if (command == "generate") run = tessera::cli::generate_command;
   if (command == "chat") run = tessera::cli::chat_command;
   if (command == "models") run = tessera::cli::models_command;

@@ -5,11 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/model_instance.h"
-#include "runtime/placement/device_map.h"
 #include "tools/cli_args.h"
 #include "tools/command_support.h"
 #include "tools/commands.h"
 #include "tools/generation_flags.h"
+#include "tools/instance_flags.h"
 
 namespace tessera::cli {
 
@@ -24,17 +24,7 @@ constexpr char kUsage[] =
     "      --max-tokens N          tokens to generate at most (default 256)\n"
     "      --temperature T         0 = greedy (default 0.7)\n"
     "      --top-k K, --top-p P, --min-p P, --seed S   sampling (seed: same seed, same output)\n"
-    "      --backend B             auto (GPU if visible, else CPU), cpu, or gpu (default auto)\n"
-    "      --gpu-device N          GPU ordinal (default 0)\n"
-    "      --dtype D               GPU compute dtype: bfloat16 (bf16) or float16 (fp16)\n"
-    "                              (default bfloat16; the CPU backend computes in float32)\n"
-    "      --devices LIST          split the model over these devices, in order (0,1 or all)\n"
-    "      --device-map MAP        auto, balanced, balanced_low_0, sequential, or prefix=device,...\n"
-    "      --max-memory CAPS       per-device memory caps, e.g. 0=20GiB,1=20GiB\n"
-    "      --tensor-parallel-size N  split every layer over N devices (default 1)\n"
-    "      --micro-batches N       parts a large step flows through the devices in (default 2)\n"
-    "      --decode-graphs auto|off  replay decode steps as recorded GPU graphs (default auto)\n"
-    "      --threads N             CPU threads (default: every core)\n";
+    "%s";
 
 int fail(const absl::Status& status) {
   std::fprintf(stderr, "tessera run: %s\n", std::string(status.message()).c_str());
@@ -61,10 +51,13 @@ absl::Status read_sampling(const Args& args, Request& request) {
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, merge_flags({{"model", "threads", "backend", "gpu-device", "dtype", "devices", "device-map", "max-memory", "tensor-parallel-size", "micro-batches", "decode-graphs"}, sampling_value_flags()}),
+  auto args = Args::parse(argc, argv, merge_flags({{"model"}, instance_flags(), sampling_value_flags()}),
                           {"chat", "help"});
   if (!args.ok()) return fail(args.status());
-  if (args->has("help")) return print_usage(kUsage);
+  if (args->has("help")) {
+    std::printf(kUsage, kInstanceFlagsUsage);
+    return 0;
+  }
   const std::string model_path = args->get("model");
   if (model_path.empty()) return fail(absl::InvalidArgumentError("--model PATH is required"));
   if (args->positional().size() != 1) {
@@ -74,46 +67,13 @@ int run_command(int argc, char** argv) {
   auto request = std::make_shared<Request>();
   request->id = "run";
   if (absl::Status s = read_sampling(*args, *request); !s.ok()) return fail(s);
-  auto threads = args->get_int("threads", 0);
-  if (!threads.ok()) return fail(threads.status());
-
-  auto gpu_device = args->get_int("gpu-device", 0);
-  if (!gpu_device.ok()) return fail(gpu_device.status());
-  auto backend = parse_backend_kind(args->get("backend", "auto"));
-  if (!backend.ok()) return fail(backend.status());
-  auto dtype = parse_gpu_dtype(args->get("dtype", "bfloat16"));
-  if (!dtype.ok()) return fail(dtype.status());
-
-  InstanceOptions options;
-  options.backend.kind = *backend;
-  options.backend.gpu_device = static_cast<int>(*gpu_device);
-  options.backend.gpu_dtype = *dtype;
-  options.backend.threads = static_cast<int>(*threads);
-  if (const std::string devices = args->get("devices"); devices == "all") {
-    options.backend.all_devices = true;
-  } else {
-    auto list = parse_devices(devices);
-    if (!list.ok()) return fail(list.status());
-    options.backend.devices = *std::move(list);
-  }
-  options.device_map = args->get("device-map", "auto");
-  options.max_memory = args->get("max-memory");
-  auto tensor_parallel = args->get_int("tensor-parallel-size", 1);
-  if (!tensor_parallel.ok()) return fail(tensor_parallel.status());
-  options.tensor_parallel_size = static_cast<int32_t>(*tensor_parallel);
-  auto micro_batches = args->get_int("micro-batches", 2);
-  if (!micro_batches.ok()) return fail(micro_batches.status());
-  options.execution.micro_batches = static_cast<int32_t>(*micro_batches);
-  if (const std::string graphs = args->get("decode-graphs", "auto"); graphs == "off") {
-    options.execution.decode_graphs = DecodeGraphs::kOff;
-  } else if (graphs != "auto") {
-    return fail(absl::InvalidArgumentError("--decode-graphs: \"" + graphs + "\" is not auto or off"));
-  }
-  options.engine.max_num_seqs = 1;
-  options.limits.max_logit_rows = 1;
+  auto options = instance_options(*args);
+  if (!options.ok()) return fail(options.status());
+  options->engine.max_num_seqs = 1;
+  options->limits.max_logit_rows = 1;
   // One sequence: the cache needs its context and no more.
-  options.kv_cache_bytes = 0;
-  auto instance = ModelInstance::load(model_path, options);
+  options->kv_cache_bytes = 0;
+  auto instance = ModelInstance::load(model_path, *options);
   if (!instance.ok()) return fail(instance.status());
   ModelInstance& inst = **instance;
 

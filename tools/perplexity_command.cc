@@ -1,0 +1,131 @@
+// tessera perplexity: loads a model in-process and scores a text file with it -- the perplexity of
+// transformers' sliding-window guide (runtime/perplexity.h) -- to check a model, its dtype or its
+// placement on a real text. Prints a table and writes JSON.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_format.h"
+#include "runtime/model_instance.h"
+#include "runtime/perplexity.h"
+#include "tools/cli_args.h"
+#include "tools/command_support.h"
+#include "tools/commands.h"
+#include "tools/instance_flags.h"
+#include "tools/text_table.h"
+
+namespace tessera::cli {
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tessera perplexity --model PATH --text FILE [flags]\n"
+    "  Scores FILE (UTF-8 text) with the model: windows of --context tokens every --stride\n"
+    "  tokens, each token after the first scored once; prints tokens, mean negative\n"
+    "  log-likelihood and perplexity (exp of it), with --json a copy.\n"
+    "      --model PATH            a .gguf file or a Hugging Face model directory (required)\n"
+    "      --text FILE             the text to score (required)\n"
+    "      --context N             tokens in a window (default 1024, at most the model's)\n"
+    "      --stride N              tokens between windows (default context / 2)\n"
+    "      --max-tokens N          score only the text's first N tokens (default all)\n"
+    "      --json PATH             write the result as JSON\n"
+    "%s";
+
+int fail(const absl::Status& status) {
+  std::fprintf(stderr, "tessera perplexity: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+absl::StatusOr<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("--text: cannot open " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().empty()) return absl::InvalidArgumentError("--text: " + path + " is empty");
+  return text.str();
+}
+
+}  // namespace
+
+int perplexity_command(int argc, char** argv) {
+  auto args = Args::parse(
+      argc, argv,
+      merge_flags({{"model", "text", "context", "stride", "max-tokens", "json"}, instance_flags()}),
+      {"help"});
+  if (!args.ok()) return fail(args.status());
+  if (args->has("help")) {
+    std::printf(kUsage, kInstanceFlagsUsage);
+    return 0;
+  }
+  if (!args->positional().empty()) {
+    return fail(absl::InvalidArgumentError("takes no arguments besides flags"));
+  }
+  const std::string model_path = args->get("model"), text_path = args->get("text");
+  if (model_path.empty()) return fail(absl::InvalidArgumentError("--model PATH is required"));
+  if (text_path.empty()) return fail(absl::InvalidArgumentError("--text FILE is required"));
+  auto context = args->get_int("context", 1024);
+  if (!context.ok()) return fail(context.status());
+  auto stride = args->get_int("stride", *context / 2);
+  if (!stride.ok()) return fail(stride.status());
+  auto max_tokens = args->get_int("max-tokens", 0);
+  if (!max_tokens.ok()) return fail(max_tokens.status());
+  if (*context < 2 || *stride < 1 || *stride > *context || *max_tokens < 0) {
+    return fail(absl::InvalidArgumentError(absl::StrFormat(
+        "--context %d, --stride %d, --max-tokens %d: the context must be at least 2, the stride "
+        "1 .. context, max-tokens 0 (all) or more",
+        *context, *stride, *max_tokens)));
+  }
+  auto text = read_text(text_path);
+  if (!text.ok()) return fail(text.status());
+
+  auto options = instance_options(*args);
+  if (!options.ok()) return fail(options.status());
+  options->engine.max_num_seqs = 1;
+  options->engine.max_model_len = static_cast<int32_t>(*context);
+  // Every row of a chunk may be scored: a step's tokens and logit rows alike.
+  options->limits.max_batch_tokens = 512;
+  options->limits.max_logit_rows = 512;
+  options->kv_cache_bytes = 0;  // one sequence of max_model_len
+  auto instance = ModelInstance::load(model_path, *options);
+  if (!instance.ok()) return fail(instance.status());
+  ModelInstance& inst = **instance;
+
+  auto ids = inst.tokenizer().encode(*text);
+  if (!ids.ok()) return fail(ids.status());
+  if (*max_tokens > 0 && static_cast<int64_t>(ids->size()) > *max_tokens) ids->resize(*max_tokens);
+  const auto start = std::chrono::steady_clock::now();
+  auto result = perplexity(inst.runner(), inst.cache(), *ids,
+                           PerplexityOptions{static_cast<int32_t>(*context),
+                                             static_cast<int32_t>(*stride)});
+  if (!result.ok()) return fail(result.status());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const std::string backend = absl::StrFormat("%s, %s", inst.backend().name(),
+                                              dtype_name(inst.backend().compute_dtype()));
+  TextTable table({{"backend"}, {"text"}, {"tokens", true}, {"scored", true}, {"context", true},
+                   {"stride", true}, {"mean nll", true}, {"perplexity", true}, {"s", true},
+                   {"tok/s", true}});
+  table.add_row({backend, text_path, std::to_string(result->tokens),
+                 std::to_string(result->scored), std::to_string(*context), std::to_string(*stride),
+                 absl::StrFormat("%.4f", result->mean_nll()),
+                 absl::StrFormat("%.4f", result->perplexity()), absl::StrFormat("%.1f", seconds),
+                 absl::StrFormat("%.0f", result->tokens / seconds)});
+  std::printf("%s", table.render().c_str());
+  if (const std::string json = args->get("json"); !json.empty()) {
+    nlohmann::json report = {{"model", model_path},     {"text", text_path},
+                             {"backend", backend},
+                             {"tokens", result->tokens}, {"scored", result->scored},
+                             {"windows", result->windows}, {"context", *context},
+                             {"stride", *stride},        {"mean_nll", result->mean_nll()},
+                             {"perplexity", result->perplexity()}, {"seconds", seconds}};
+    std::ofstream(json) << report.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli
