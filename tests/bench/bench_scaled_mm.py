@@ -17,7 +17,7 @@ import json
 import torch
 import torch.nn.functional as F
 
-from gemm_torch_rotating import SHAPES, mean_ms
+from gemm_torch_rotating import SHAPES, mean_ms, rotated_operands
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max  # 448
@@ -47,14 +47,8 @@ def main():
           f"{'fp8 ms':>9s} {'TFLOP/s':>8s} {'bf16/fp8':>8s}")
     for name, n, k in SHAPES:
         for m in (int(v) for v in args.ms.split(",")):
-            # The bf16 set is the larger; both rotate over the same number of sets.
-            operand = n * k * 2 + m * k * 2 + m * n * 2
-            copies = max(1, min(16, 2 * l2 // operand + 1))
-            bound = (3.0 / k) ** 0.5
-            ws = [torch.empty(n, k, device="cuda", dtype=torch.bfloat16).uniform_(-bound, bound)
-                  for _ in range(copies)]
-            xs = [torch.empty(m, k, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
-                  for _ in range(copies)]
+            # Sized by the bf16 sets (the larger); the FP8 ones rotate over as many.
+            copies, ws, xs = rotated_operands(m, n, k, l2)
             wq = [quantize(w) for w in ws]
             xq = [quantize(x) for x in xs]
             flops = 2.0 * m * n * k
