@@ -10,7 +10,9 @@
 // same number of bytes (gpu::stream_read), timed the same way: the ceiling of a weight stream of
 // that size, launch and ramp included. `--tensor-parallel N` times one rank's share of each GEMM
 // under N-way tensor parallelism instead (qkv, gate_up and lm_head: N / ranks rows of the weight;
-// o and down: K / ranks columns).
+// o and down: K / ranks columns). `--dtype fp8` times the same shapes as scaled FP8 GEMMs (e4m3fn on
+// CUDA, e4m3fnuz on ROCm; per-tensor scales, bf16 output -- lm_head's too), operands quantized
+// from the bf16 ones; tests/bench/bench_scaled_mm.py times PyTorch's torch._scaled_mm beside it.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -33,6 +35,7 @@
 
 #if defined(TESSERA_WITH_GPU)
 #include "absl/functional/function_ref.h"
+#include "kernels/gemm/gpu_gemm.h"
 #include "kernels/gemm/stream_read.h"
 #include "kernels/gpu_backend.h"
 #include "kernels/gpu_ops.h"
@@ -45,9 +48,10 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tessera bench gemm [--device N] [--json PATH] [--m 1,8,32,128,512,2048,8192]\n"
-    "                         [--tensor-parallel N]\n"
+    "                         [--tensor-parallel N] [--dtype bf16|fp8]\n"
     "  Times the Llama-3-8B GEMMs: the library default and the best tuned candidate;\n"
-    "  with --tensor-parallel, one rank's share of each under N-way tensor parallelism.\n";
+    "  with --tensor-parallel, one rank's share of each under N-way tensor parallelism;\n"
+    "  with --dtype fp8, as scaled FP8 GEMMs (per-tensor scales, bf16 out).\n";
 
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "tessera bench gemm: %s\n", std::string(s.message()).c_str());
@@ -249,7 +253,8 @@ absl::StatusOr<Result> tune(TunableGemm& t, const GemmSignature& sig) {
   return r;
 }
 
-int run(int device, const std::string& json_path, const std::vector<int64_t>& ms, int64_t ranks) {
+int run(int device, const std::string& json_path, const std::vector<int64_t>& ms, int64_t ranks,
+        bool fp8) {
   auto created = GpuBackend::create(device);
   if (!created.ok()) return fail(created.status());
   GpuBackend& gpu = **created;
@@ -258,7 +263,11 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
   if (!copy.ok()) return fail(copy.status());
   std::printf("%s: device-to-device copy %.0f GB/s, L2 %zu MiB\n\n", gpu.name().c_str(), *copy,
               tunable.cache_bytes() >> 20);
-  nlohmann::json report = {{"device", gpu.name()}, {"copy_gb_s", *copy}, {"tensor_parallel", ranks}};
+  const GemmDType in_dtype = fp8 ? gpu::fp8_gemm_dtype() : GemmDType::kBF16;
+  nlohmann::json report = {{"device", gpu.name()},
+                           {"copy_gb_s", *copy},
+                           {"tensor_parallel", ranks},
+                           {"dtype", gemm_dtype_name(in_dtype)}};
   for (const auto& [key, value] : tunable.validators()) report["validators"][key] = value;
 
   TextTable table({{"gemm"}, {"M", true}, {"cands", true}, {"default ms", true},
@@ -269,7 +278,9 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
   for (LinearShape s : kShapes) {
     (s.split_k ? s.k : s.n) /= ranks;
     for (int64_t m : ms) {
-      const GemmSignature sig = GemmSignature::for_linear(m, s.n, s.k, GemmDType::kBF16, s.out);
+      // FP8 GEMMs write bf16 (lm_head's logits too: no FP8 GEMM writes fp32 here).
+      const GemmDType out = fp8 ? GemmDType::kBF16 : s.out;
+      const GemmSignature sig = GemmSignature::for_linear(m, s.n, s.k, in_dtype, out);
       const size_t operand = tunable.operand_bytes(sig);
       const int copies = static_cast<int>(
           std::clamp<size_t>(2 * tunable.cache_bytes() / operand + 1, 1, 16));
@@ -292,7 +303,8 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
                      r->own.empty() ? "" : absl::StrFormat("%.1f", 100.0 * gbs(r->own_ms) / *copy),
                      absl::StrFormat("%.1f", 100.0 * gbs(*read) / *copy)});
       nlohmann::json row = {{"gemm", s.name}, {"m", m}, {"n", s.n}, {"k", s.k},
-                            {"out", s.out == GemmDType::kF32 ? "f32" : "bf16"},
+                            {"dtype", gemm_dtype_name(in_dtype)},
+                            {"out", out == GemmDType::kF32 ? "f32" : "bf16"},
                             {"candidates", r->candidates}, {"rejected", r->rejected},
                             {"default_ms", r->default_ms}, {"best_ms", r->best_ms},
                             {"best", r->best}, {"best_origin", origin_of(r->best)},
@@ -312,7 +324,10 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
     }
   }
   report["gemms"] = rows;
-  std::printf("GEMMs of the Llama-3-8B shape (bf16; lm_head fp32 out), M tokens%s\n%s\n",
+  std::printf("GEMMs of the Llama-3-8B shape (%s), M tokens%s\n%s\n",
+              fp8 ? absl::StrFormat("%s, per-tensor scales, bf16 out", gemm_dtype_name(in_dtype))
+                        .c_str()
+                  : "bf16; lm_head fp32 out",
               ranks > 1 ? absl::StrFormat(", one rank's share at tensor parallel %d", ranks).c_str()
                         : "",
               table.render().c_str());
@@ -326,7 +341,8 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
 }  // namespace
 
 int bench_gemm_command(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"device", "json", "m", "tensor-parallel"}, {"help"});
+  auto args =
+      Args::parse(argc, argv, {"device", "json", "m", "tensor-parallel", "dtype"}, {"help"});
   if (!args.ok()) return fail(args.status());
   if (args->has("help")) return print_usage(kUsage);
   auto device = args->get_int("device", 0);
@@ -340,8 +356,12 @@ int bench_gemm_command(int argc, char** argv) {
     return fail(absl::InvalidArgumentError(
         absl::StrFormat("--tensor-parallel: %d; 1, 2, 4 or 8 expected", *ranks)));
   }
+  const std::string dtype = args->get("dtype", "bf16");
+  if (dtype != "bf16" && dtype != "fp8") {
+    return fail(absl::InvalidArgumentError("--dtype: \"" + dtype + "\"; bf16 or fp8 expected"));
+  }
 #if defined(TESSERA_WITH_GPU)
-  return run(static_cast<int>(*device), args->get("json"), *ms, *ranks);
+  return run(static_cast<int>(*device), args->get("json"), *ms, *ranks, dtype == "fp8");
 #else
   return fail(absl::FailedPreconditionError(
       "this tessera was built without a GPU backend (TESSERA_GPU=off); nothing to time"));

@@ -27,6 +27,13 @@ using blasOperation_t = hipblasOperation_t;
 #define BLAS_R_32F HIP_R_32F
 #define BLAS_R_16BF HIP_R_16BF
 #define BLAS_R_16F HIP_R_16F
+// FP8: MI300's e4m3fnuz; the OCP e4m3fn of MI350 where the headers have it (ROCm 6.3+).
+#define BLAS_R_8F_E4M3_FNUZ HIP_R_8F_E4M3_FNUZ
+#if defined(HIP_R_8F_E4M3) || (HIP_VERSION >= 60300000)
+#define BLAS_R_8F_E4M3 HIP_R_8F_E4M3
+#endif
+#define BLASLT_MATMUL_DESC_A_SCALE_POINTER HIPBLASLT_MATMUL_DESC_A_SCALE_POINTER
+#define BLASLT_MATMUL_DESC_B_SCALE_POINTER HIPBLASLT_MATMUL_DESC_B_SCALE_POINTER
 #define BLASLT_MATMUL_DESC_TRANSA HIPBLASLT_MATMUL_DESC_TRANSA
 #define BLASLT_MATMUL_DESC_TRANSB HIPBLASLT_MATMUL_DESC_TRANSB
 #define BLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
@@ -60,6 +67,9 @@ using blasOperation_t = cublasOperation_t;
 #define BLAS_R_32F CUDA_R_32F
 #define BLAS_R_16BF CUDA_R_16BF
 #define BLAS_R_16F CUDA_R_16F
+#define BLAS_R_8F_E4M3 CUDA_R_8F_E4M3  // OCP e4m3fn; CUDA has no e4m3fnuz
+#define BLASLT_MATMUL_DESC_A_SCALE_POINTER CUBLASLT_MATMUL_DESC_A_SCALE_POINTER
+#define BLASLT_MATMUL_DESC_B_SCALE_POINTER CUBLASLT_MATMUL_DESC_B_SCALE_POINTER
 #define BLASLT_MATMUL_DESC_TRANSA CUBLASLT_MATMUL_DESC_TRANSA
 #define BLASLT_MATMUL_DESC_TRANSB CUBLASLT_MATMUL_DESC_TRANSB
 #define BLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
@@ -92,13 +102,50 @@ using blasLtMatmulAlgo_t = cublasLtMatmulAlgo_t;
 
 namespace tessera::gpu {
 
+// Whether the build's library has the element type `t` (FP8: e4m3fn on CUDA, e4m3fnuz on ROCm
+// and e4m3fn where its headers have it).
+inline bool blas_has_type(GemmDType t) {
+  switch (t) {
+    case GemmDType::kF8E4M3FN:
+#if defined(BLAS_R_8F_E4M3)
+      return true;
+#else
+      return false;
+#endif
+    case GemmDType::kF8E4M3FNUZ:
+#if defined(BLAS_R_8F_E4M3_FNUZ)
+      return true;
+#else
+      return false;
+#endif
+    default:
+      return true;
+  }
+}
+
+// The library's element type of `t` (one blas_has_type() accepts).
+inline auto blas_type(GemmDType t) {
+  switch (t) {
+    case GemmDType::kF16:
+      return BLAS_R_16F;
+    case GemmDType::kF32:
+      return BLAS_R_32F;
+#if defined(BLAS_R_8F_E4M3)
+    case GemmDType::kF8E4M3FN:
+      return BLAS_R_8F_E4M3;
+#endif
+#if defined(BLAS_R_8F_E4M3_FNUZ)
+    case GemmDType::kF8E4M3FNUZ:
+      return BLAS_R_8F_E4M3_FNUZ;
+#endif
+    default:
+      return BLAS_R_16BF;
+  }
+}
+
 // The library's element types of a shape: its inputs (A = w, B = x) and its output (C and D).
-inline auto blas_input_type(const GemmShape& shape) {
-  return shape.dtype == GemmDType::kF16 ? BLAS_R_16F : BLAS_R_16BF;
-}
-inline auto blas_output_type(const GemmShape& shape) {
-  return shape.out == GemmDType::kF32 ? BLAS_R_32F : blas_input_type(shape);
-}
+inline auto blas_input_type(const GemmShape& shape) { return blas_type(shape.dtype); }
+inline auto blas_output_type(const GemmShape& shape) { return blas_type(shape.out); }
 
 // The operation and matrix layouts of one linear-layer GEMM, destroyed however a call ends.
 // Column-major, as the library reads it: out^T[n, m] = w^T x^T, A = w (k x n, transposed),
@@ -111,7 +158,12 @@ struct MatmulDescriptors {
   MatmulDescriptors(const MatmulDescriptors&) = delete;
   MatmulDescriptors& operator=(const MatmulDescriptors&) = delete;
   ~MatmulDescriptors();
+  // InvalidArgument when the library of the build has no such type (FP8: see blas_has_type).
   absl::Status create(const GemmShape& shape);
+  // A scaled (FP8) GEMM's per-tensor fp32 scales, device pointers: out = (w * *w_scale) and
+  // (x * *x_scale) multiplied. Sets the operation's attributes: host memory only, no device work,
+  // read when a call is enqueued (const: the handles stay what they are).
+  absl::Status set_scales(const float* x_scale, const float* w_scale) const;
 };
 
 // The library's version, for the tuning results file's validators.

@@ -20,7 +20,8 @@ absl::StatusOr<GemmShape> shape_of(const GemmSignature& sig) {
     return absl::InvalidArgumentError(
         str_cat("GPU GEMM: ", sig.key(),
                 " is not a linear-layer GEMM (bf16 or fp16 inputs, output of the input type or "
-                "fp32, transa=T, transb=N, packed leading dimensions)"));
+                "fp32; or FP8 inputs, bf16 or fp16 output; transa=T, transb=N, packed leading "
+                "dimensions)"));
   }
   return shape;
 }

@@ -164,8 +164,13 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const GemmShape& shape, const void*
 }
 
 absl::Status Gemm::run(const Solution& solution, const GemmShape& shape, const void* x,
-                       const void* w, void* out, gpuStream_t stream) {
+                       const void* w, void* out, gpuStream_t stream, GemmScales scales) {
   if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0) return absl::OkStatus();
+  const bool scaled = is_fp8(shape.dtype);
+  if (scaled && (scales.x == nullptr || scales.w == nullptr)) {
+    return absl::InvalidArgumentError(str_cat(gemm_dtype_name(shape.dtype),
+                                              " GEMM run without its x and w scales"));
+  }
   // resolve() gives small-M solutions for bf16 and fp16 shapes only.
   if (solution.kind == Solution::Kind::kSmallM && alignment_of(x) >= 16 && alignment_of(w) >= 16) {
     const bool out_f32 = shape.out == GemmDType::kF32;
@@ -186,11 +191,15 @@ absl::Status Gemm::run(const Solution& solution, const GemmShape& shape, const v
       algo = solution.blas.storage.data();
     }
   }
-  return run_blaslt(*p, algo, x, w, out, stream);
+  return run_blaslt(*p, algo, x, w, out, stream, scaled ? &scales : nullptr);
 }
 
 absl::Status Gemm::run_blaslt(const Plan& p, const void* algo, const void* x, const void* w,
-                              void* out, gpuStream_t stream) {
+                              void* out, gpuStream_t stream, const GemmScales* scales) {
+  // The scale pointers are attributes of the (cached) operation, read when the call is enqueued.
+  if (scales != nullptr) {
+    TESSERA_RETURN_IF_ERROR(p.d.set_scales(scales->x, scales->w));
+  }
   const float alpha = 1.0f, beta = 0.0f;
   BLAS_CHECK(blasLtMatmul(static_cast<blasLtHandle_t>(handle_), p.d.op, &alpha, w, p.d.a, x,
                           p.d.b, &beta, out, p.d.d, out, p.d.d,

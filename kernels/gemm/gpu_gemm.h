@@ -8,6 +8,10 @@
 //                                     tessera's own kernels for m <= 16 (smallm_gemm.h), the
 //                                     same names for bf16 and fp16 inputs
 //
+// Scaled FP8 GEMMs (gemm_shape.h: FP8 x and w, per-tensor fp32 scales as device pointers, bf16 or
+// fp16 out) run Default and the library's algorithms only: tessera's small-M kernels do not take
+// FP8 yet. The library wants the TN layout for FP8 on Hopper, which a linear layer is.
+//
 // candidates() lists the solutions of a shape; resolve() turns a name into a Solution once (parse
 // and library check), so that run() does neither per call.
 #pragma once
@@ -28,6 +32,22 @@
 #include "kernels/gpu.h"
 
 namespace tessera::gpu {
+
+// The FP8 type scaled GEMMs take on this build: e4m3fn on CUDA, e4m3fnuz on ROCm (MI300's; an
+// MI350 would take e4m3fn).
+inline GemmDType fp8_gemm_dtype() {
+#if defined(TESSERA_HIP)
+  return GemmDType::kF8E4M3FNUZ;
+#else
+  return GemmDType::kF8E4M3FN;
+#endif
+}
+
+// A scaled GEMM's per-tensor scales: device pointers to one fp32 each.
+struct GemmScales {
+  const float* x = nullptr;
+  const float* w = nullptr;
+};
 
 class Gemm {
  public:
@@ -60,9 +80,10 @@ class Gemm {
   absl::StatusOr<Solution> resolve(const GemmShape& shape, std::string_view name);
   // Runs `solution`, resolved for `shape`, on x and w of shape.dtype. Where the operands are less
   // aligned than the solution needs (a row view of a tensor, say; tuning used whole buffers), the
-  // call runs Default.
+  // call runs Default. FP8 shapes need `scales` (InvalidArgument without them); other shapes
+  // ignore them.
   absl::Status run(const Solution& solution, const GemmShape& shape, const void* x, const void* w,
-                   void* out, gpuStream_t stream);
+                   void* out, gpuStream_t stream, GemmScales scales = {});
 
   // The library's version, for the tuning results file's validators.
   std::string library_version() const;
@@ -82,7 +103,7 @@ class Gemm {
   absl::StatusOr<const Plan*> plan(const GemmShape& shape, const void* x, const void* w,
                                    const void* out);
   absl::Status run_blaslt(const Plan& plan, const void* algo, const void* x, const void* w,
-                          void* out, gpuStream_t stream);
+                          void* out, gpuStream_t stream, const GemmScales* scales);
 
   // A step's GEMMs repeat a few shapes: building descriptors and asking the heuristic on every
   // call costs more host time than the launch (the engine thread's hot path).

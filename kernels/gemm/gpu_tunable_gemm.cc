@@ -1,9 +1,11 @@
 #include "kernels/gemm/gpu_tunable_gemm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/element_dispatch.h"
+#include "kernels/fp8_quantize.h"
 #include "kernels/gpu_ops.h"
 #include "base/half.h"
 #include "base/status_macros.h"
@@ -19,7 +21,7 @@ constexpr uint64_t kSeedW = 0x7e55e7a1, kSeedX = 0x7e55e7a2;
 
 size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-size_t dtype_bytes(GemmDType t) { return t == GemmDType::kF32 ? 4 : 2; }
+size_t dtype_bytes(GemmDType t) { return t == GemmDType::kF32 ? 4 : is_fp8(t) ? 1 : 2; }
 
 // `n` seeded uniform values in [lo, hi) of `dtype` (kBF16 or kF16) at `dst`.
 gpuError_t fill_operand(GemmDType dtype, void* dst, int64_t n, uint64_t seed, float lo, float hi,
@@ -170,7 +172,8 @@ absl::Status GpuTunableGemm::prepare(const GemmSignature& sig, int copies) {
   const size_t w_elems = static_cast<size_t>(shape.n) * shape.k;
   const size_t x_elems = static_cast<size_t>(shape.m) * shape.k;
   const size_t out_bytes = static_cast<size_t>(shape.m) * shape.n * shape.out_element_bytes();
-  const size_t w_bytes = align_up(w_elems * 2), x_bytes = align_up(x_elems * 2);
+  const size_t in_bytes = shape.in_element_bytes();
+  const size_t w_bytes = align_up(w_elems * in_bytes), x_bytes = align_up(x_elems * in_bytes);
   // Weights of the usual initialisation scale (variance 1/k), so that outputs are O(1) and the
   // numerics check's absolute tolerance means the same at every k.
   const float w_max = std::sqrt(3.0f / static_cast<float>(shape.k));
@@ -182,15 +185,57 @@ absl::Status GpuTunableGemm::prepare(const GemmSignature& sig, int copies) {
     op.w = op.base;
     op.x = static_cast<char*>(op.base) + w_bytes;
     op.out = static_cast<char*>(op.base) + w_bytes + x_bytes;
-    GPU_CHECK(fill_operand(shape.dtype, op.w, static_cast<int64_t>(w_elems), kSeedW, -w_max, w_max,
-                           stream_));
-    GPU_CHECK(fill_operand(shape.dtype, op.x, static_cast<int64_t>(x_elems), kSeedX, -1.0f, 1.0f,
-                           stream_));
     GPU_CHECK(gpuMemsetAsync(op.out, 0xff, out_bytes, stream_));
+  }
+  if (is_fp8(shape.dtype)) {
+    TESSERA_RETURN_IF_ERROR(fill_fp8_operands(w_elems, x_elems, w_max));
+  } else {
+    for (Operands& op : copies_) {
+      GPU_CHECK(fill_operand(shape.dtype, op.w, static_cast<int64_t>(w_elems), kSeedW, -w_max,
+                             w_max, stream_));
+      GPU_CHECK(fill_operand(shape.dtype, op.x, static_cast<int64_t>(x_elems), kSeedX, -1.0f,
+                             1.0f, stream_));
+    }
   }
   GPU_CHECK(gpuStreamSynchronize(stream_));
   prepared_ = true;
   return absl::OkStatus();
+}
+
+absl::Status GpuTunableGemm::fill_fp8_operands(size_t w_elems, size_t x_elems, float w_max) {
+  // The bf16 operands' values, quantized per tensor as activations are at run time (scale =
+  // amax / the largest finite FP8 value): the same in every operand set, and so are the scales.
+  GPU_CHECK(gpuMalloc(&scales_, 2 * sizeof(float) + kFp8PerTensorScratchBytes));
+  float* const w_scale = static_cast<float*>(scales_);
+  float* const x_scale = w_scale + 1;
+  void* const scratch = w_scale + 2;
+  void* values = nullptr;
+  GPU_CHECK(gpuMalloc(&values, std::max(w_elems, x_elems) * 2));
+  struct Free {
+    void* p;
+    ~Free() { (void)gpuFree(p); }
+  } free_values{values};
+  const Fp8Encoding enc = fp8_encoding_of(shape_.dtype);
+  auto* const bf16 = static_cast<gpu_bf16*>(values);
+  GPU_CHECK(fill_uniform(bf16, static_cast<int64_t>(w_elems), kSeedW, -w_max, w_max, stream_));
+  for (Operands& op : copies_) {
+    GPU_CHECK(quantize_fp8_per_tensor(bf16, static_cast<int64_t>(w_elems), enc,
+                                      static_cast<uint8_t*>(op.w), w_scale, scratch, stream_));
+  }
+  GPU_CHECK(fill_uniform(bf16, static_cast<int64_t>(x_elems), kSeedX, -1.0f, 1.0f, stream_));
+  for (Operands& op : copies_) {
+    GPU_CHECK(quantize_fp8_per_tensor(bf16, static_cast<int64_t>(x_elems), enc,
+                                      static_cast<uint8_t*>(op.x), x_scale, scratch, stream_));
+  }
+  // `values` is freed on return: the stream must be done with it.
+  GPU_CHECK(gpuStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+GemmScales GpuTunableGemm::scales() const {
+  if (scales_ == nullptr) return {};
+  const float* const s = static_cast<const float*>(scales_);
+  return {.x = s + 1, .w = s};
 }
 
 absl::Status GpuTunableGemm::check_copy(int copy) const {
@@ -213,7 +258,7 @@ absl::Status GpuTunableGemm::run(std::string_view name, int copy) {
   TESSERA_RETURN_IF_ERROR(select_device());
   TESSERA_ASSIGN_OR_RETURN(const Gemm::Solution* s, solution(name));
   const Operands& o = copies_[copy];
-  return gemm_->run(*s, shape_, o.x, o.w, o.out, stream_);
+  return gemm_->run(*s, shape_, o.x, o.w, o.out, stream_, scales());
 }
 
 absl::StatusOr<std::vector<float>> GpuTunableGemm::output(int copy) {
@@ -251,7 +296,7 @@ absl::StatusOr<double> GpuTunableGemm::time_ms(std::string_view name, int64_t it
   GPU_CHECK(gpuEventRecord(start_, stream_));
   for (int64_t i = 0; i < iterations; ++i) {
     const Operands& o = copies_[i % copies_.size()];
-    TESSERA_RETURN_IF_ERROR(gemm_->run(*s, shape_, o.x, o.w, o.out, stream_));
+    TESSERA_RETURN_IF_ERROR(gemm_->run(*s, shape_, o.x, o.w, o.out, stream_, scales()));
   }
   GPU_CHECK(gpuEventRecord(stop_, stream_));
   GPU_CHECK(gpuEventSynchronize(stop_));
@@ -261,7 +306,7 @@ absl::StatusOr<double> GpuTunableGemm::time_ms(std::string_view name, int64_t it
 }
 
 void GpuTunableGemm::release() {
-  if (copies_.empty() && reference_ == nullptr) {
+  if (copies_.empty() && reference_ == nullptr && scales_ == nullptr) {
     resolved_.clear();
     prepared_ = false;
     return;
@@ -272,6 +317,8 @@ void GpuTunableGemm::release() {
   copies_.clear();
   if (reference_ != nullptr) (void)gpuFree(reference_);
   reference_ = nullptr;
+  if (scales_ != nullptr) (void)gpuFree(scales_);
+  scales_ = nullptr;
   resolved_.clear();
   prepared_ = false;
 }
@@ -342,12 +389,12 @@ std::vector<absl::StatusOr<double>> GpuTunableGemm::time_each(
     const std::string key = str_cat(dtypes, solutions[i]);
     const bool warm = !may_skip_warm || solutions[i] == kDefaultSolution || warmed_.count(key) == 0;
     const Operands& o0 = copies_[0];
-    absl::Status ran = warm ? gemm_->run(**s, shape_, o0.x, o0.w, o0.out, stream_)
+    absl::Status ran = warm ? gemm_->run(**s, shape_, o0.x, o0.w, o0.out, stream_, scales())
                             : absl::OkStatus();
     if (ran.ok()) ran = GPU_STATUS(gpuEventRecord(events_[2 * i], stream_));
     for (int64_t it = 0; ran.ok() && it < iterations; ++it) {
       const Operands& o = copies_[it % copies_.size()];
-      ran = gemm_->run(**s, shape_, o.x, o.w, o.out, stream_);
+      ran = gemm_->run(**s, shape_, o.x, o.w, o.out, stream_, scales());
     }
     if (ran.ok()) ran = GPU_STATUS(gpuEventRecord(events_[2 * i + 1], stream_));
     if (!ran.ok()) {

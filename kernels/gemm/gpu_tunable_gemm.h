@@ -1,6 +1,7 @@
 // The GPU's side of GEMM tuning (runtime/backend/tunable_gemm.h), over gpu::Gemm: the candidates of
 // a signature (Default, the library's, tessera's own small-M kernels), operand sets on the device
-// filled with seeded random values (A = w, B = x, C = out), the output copied back as fp32, and
+// filled with seeded random values (A = w, B = x, C = out; FP8 signatures' quantized per tensor
+// from bf16 values, one scale for w and one for x shared by every set), the output copied back as fp32, and
 // timing with device events over the rotating operand sets; many candidates' rough timings
 // launched back to back with one wait (time_each); the numerics check on the device
 // (output_compare.h); the next signature's candidates listed and resolved on a thread of its own
@@ -75,6 +76,10 @@ class GpuTunableGemm final : public TunableGemm {
   absl::Status select_device() const;
   absl::StatusOr<const Gemm::Solution*> solution(std::string_view name);
   absl::Status check_copy(int copy) const;
+  // An FP8 signature's operands (prepare()): allocates scales_ and quantizes into every set.
+  absl::Status fill_fp8_operands(size_t w_elems, size_t x_elems, float w_max);
+  // The prepared signature's scales (none but for FP8).
+  GemmScales scales() const;
 
   // A shape's candidates with their solutions resolved.
   struct Listing {
@@ -109,6 +114,8 @@ class GpuTunableGemm final : public TunableGemm {
   // "<dtype>/<out dtype>/<solution>" of every solution run so far: its kernels are loaded.
   std::set<std::string> warmed_;
   void* reference_ = nullptr;  // keep_reference's output copy (shape_'s output bytes)
+  // An FP8 signature's w and x scales (one fp32 each) and the quantizer's scratch.
+  void* scales_ = nullptr;
   OutputCompareResult* compare_result_ = nullptr;  // device, 8 bytes
 
   // Background listing: its own Gemm (library handle), the listing in flight, and what the last

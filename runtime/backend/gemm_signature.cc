@@ -11,13 +11,36 @@ namespace tessera {
 namespace {
 
 constexpr std::string_view kOpPrefix = "GemmTunableOp_";
+constexpr std::string_view kScaledOpPrefix = "ScaledGemmTunableOp_";
 constexpr std::string_view kF32OutSuffix = "_F32out";
+// What PyTorch's scaled params add: not row-wise (per-tensor scales), no bias vector.
+constexpr std::string_view kScaledParamsSuffix = "_rw_0_bias_None";
+
+constexpr GemmDType kAllDTypes[] = {GemmDType::kBF16, GemmDType::kF16, GemmDType::kF32,
+                                    GemmDType::kF8E4M3FN, GemmDType::kF8E4M3FNUZ};
 
 std::optional<GemmDType> dtype_from_name(std::string_view name) {
-  for (GemmDType t : {GemmDType::kBF16, GemmDType::kF16, GemmDType::kF32}) {
+  for (GemmDType t : kAllDTypes) {
     if (gemm_dtype_name(t) == name) return t;
   }
   return std::nullopt;
+}
+
+// The type whose name followed by '_' starts `*rest` (names contain '_' themselves: the longest
+// match wins), consuming both.
+std::optional<GemmDType> take_dtype(std::string_view* rest) {
+  std::optional<GemmDType> found;
+  size_t used = 0;
+  for (GemmDType t : kAllDTypes) {
+    const std::string_view name = gemm_dtype_name(t);
+    if (rest->size() > name.size() && rest->substr(0, name.size()) == name &&
+        (*rest)[name.size()] == '_' && name.size() + 1 > used) {
+      found = t;
+      used = name.size() + 1;
+    }
+  }
+  if (found) rest->remove_prefix(used);
+  return found;
 }
 
 // Parses two transpose letters, upper case ("TN", op names) or lower case ("tn", params).
@@ -54,6 +77,10 @@ std::string_view gemm_dtype_name(GemmDType t) {
       return "Half";
     case GemmDType::kF32:
       return "float";
+    case GemmDType::kF8E4M3FN:
+      return "Float8_e4m3fn";
+    case GemmDType::kF8E4M3FNUZ:
+      return "Float8_e4m3fnuz";
   }
   return "unknown";
 }
@@ -75,6 +102,10 @@ GemmSignature GemmSignature::for_linear(int64_t tokens, int64_t out_features, in
 }
 
 std::string GemmSignature::op_name() const {
+  if (is_fp8(dtype)) {
+    return str_cat(kScaledOpPrefix, gemm_dtype_name(dtype), "_", gemm_dtype_name(dtype), "_",
+                   gemm_dtype_name(out_dtype), "_", trans_a ? "T" : "N", trans_b ? "T" : "N");
+  }
   std::string name =
       str_cat(kOpPrefix, gemm_dtype_name(dtype), "_", trans_a ? "T" : "N", trans_b ? "T" : "N");
   if (out_dtype != dtype && out_dtype == GemmDType::kF32) name += kF32OutSuffix;
@@ -83,7 +114,7 @@ std::string GemmSignature::op_name() const {
 
 std::string GemmSignature::params() const {
   return str_cat(trans_a ? "t" : "n", trans_b ? "t" : "n", "_", m, "_", n, "_", k, "_ld_", lda, "_",
-                 ldb, "_", ldc);
+                 ldb, "_", ldc, is_fp8(dtype) ? kScaledParamsSuffix : "");
 }
 
 std::string GemmSignature::key() const {
@@ -91,7 +122,14 @@ std::string GemmSignature::key() const {
 }
 
 absl::Status GemmSignature::validate() const {
-  if (out_dtype != dtype && !(out_dtype == GemmDType::kF32 && dtype != GemmDType::kF32)) {
+  if (is_fp8(dtype)) {
+    if (out_dtype != GemmDType::kBF16 && out_dtype != GemmDType::kF16) {
+      return absl::InvalidArgumentError(str_cat("scaled GEMM with ", gemm_dtype_name(dtype),
+                                                " inputs cannot write ", gemm_dtype_name(out_dtype),
+                                                " (output is BFloat16 or Half)"));
+    }
+  } else if (out_dtype != dtype &&
+             !(out_dtype == GemmDType::kF32 && dtype != GemmDType::kF32)) {
     return absl::InvalidArgumentError(str_cat("GEMM with ", gemm_dtype_name(dtype),
                                               " inputs cannot write ", gemm_dtype_name(out_dtype),
                                               " (output is the input dtype, or float)"));
@@ -117,40 +155,74 @@ absl::Status GemmSignature::validate() const {
 }
 
 absl::StatusOr<GemmSignature> GemmSignature::parse(std::string_view op, std::string_view params) {
+  const bool scaled = op.substr(0, kScaledOpPrefix.size()) == kScaledOpPrefix;
   auto bad_op = [&](std::string_view why) {
-    return absl::InvalidArgumentError(
-        str_cat("GEMM op name '", op, "': ", why,
-                " (expected GemmTunableOp_<BFloat16|Half|float>_<NN|NT|TN|TT>[_F32out])"));
+    return absl::InvalidArgumentError(str_cat(
+        "GEMM op name '", op, "': ", why,
+        scaled ? " (expected ScaledGemmTunableOp_<Float8_e4m3fn|Float8_e4m3fnuz>_<the same>_"
+                 "<BFloat16|Half>_<NN|NT|TN|TT>)"
+               : " (expected GemmTunableOp_<BFloat16|Half|float>_<NN|NT|TN|TT>[_F32out])"));
   };
-  if (op.substr(0, kOpPrefix.size()) != kOpPrefix)
-    return bad_op("does not start with GemmTunableOp_");
-  std::string_view rest = op.substr(kOpPrefix.size());
+  if (!scaled && op.substr(0, kOpPrefix.size()) != kOpPrefix)
+    return bad_op("does not start with GemmTunableOp_ or ScaledGemmTunableOp_");
+  std::string_view rest = op.substr(scaled ? kScaledOpPrefix.size() : kOpPrefix.size());
   GemmSignature s;
-  bool f32_out = false;
-  if (rest.size() >= kF32OutSuffix.size() &&
-      rest.substr(rest.size() - kF32OutSuffix.size()) == kF32OutSuffix) {
-    f32_out = true;
-    rest.remove_suffix(kF32OutSuffix.size());
+  std::string_view op_trans;
+  if (scaled) {
+    const std::optional<GemmDType> a = take_dtype(&rest);
+    const std::optional<GemmDType> b = a ? take_dtype(&rest) : std::nullopt;
+    const std::optional<GemmDType> c = b ? take_dtype(&rest) : std::nullopt;
+    if (!c) return bad_op("expected three type names");
+    if (!is_fp8(*a) || *b != *a) {
+      return bad_op(str_cat("inputs ", gemm_dtype_name(*a), " and ", gemm_dtype_name(*b),
+                            " (tessera runs one FP8 type for both)"));
+    }
+    s.dtype = *a;
+    s.out_dtype = *c;
+    op_trans = rest;
+  } else {
+    bool f32_out = false;
+    if (rest.size() >= kF32OutSuffix.size() &&
+        rest.substr(rest.size() - kF32OutSuffix.size()) == kF32OutSuffix) {
+      f32_out = true;
+      rest.remove_suffix(kF32OutSuffix.size());
+    }
+    const size_t us = rest.rfind('_');
+    if (us == std::string_view::npos) return bad_op("no _<transposes> part");
+    const std::optional<GemmDType> dtype = dtype_from_name(rest.substr(0, us));
+    if (!dtype) return bad_op(str_cat("unknown type '", rest.substr(0, us), "'"));
+    if (is_fp8(*dtype)) return bad_op("FP8 GEMMs are ScaledGemmTunableOp_");
+    if (f32_out && *dtype == GemmDType::kF32) return bad_op("_F32out on a float GEMM");
+    s.dtype = *dtype;
+    s.out_dtype = f32_out ? GemmDType::kF32 : *dtype;
+    op_trans = rest.substr(us + 1);
   }
-  const size_t us = rest.rfind('_');
-  if (us == std::string_view::npos) return bad_op("no _<transposes> part");
-  const std::optional<GemmDType> dtype = dtype_from_name(rest.substr(0, us));
-  if (!dtype) return bad_op(str_cat("unknown type '", rest.substr(0, us), "'"));
-  const std::string_view op_trans = rest.substr(us + 1);
   const auto op_t = parse_transposes(op_trans, /*upper=*/true);
   if (!op_t) return bad_op(str_cat("bad transposes '", op_trans, "'"));
-  if (f32_out && *dtype == GemmDType::kF32) return bad_op("_F32out on a float GEMM");
-  s.dtype = *dtype;
-  s.out_dtype = f32_out ? GemmDType::kF32 : *dtype;
   s.trans_a = op_t->first;
   s.trans_b = op_t->second;
 
   auto bad_params = [&](std::string_view why) {
-    return absl::InvalidArgumentError(str_cat("GEMM params '", params, "' of ", op, ": ", why,
-                                              " (expected <tn|nt|..>_M_N_K_ld_LDA_LDB_LDC)"));
+    return absl::InvalidArgumentError(
+        str_cat("GEMM params '", params, "' of ", op, ": ", why,
+                scaled ? " (expected <tn|nt|..>_M_N_K_ld_LDA_LDB_LDC_rw_0_bias_None)"
+                       : " (expected <tn|nt|..>_M_N_K_ld_LDA_LDB_LDC)"));
   };
-  const std::vector<std::string_view> parts = tuning_text::split(params, '_');
-  if (parts.size() != 4 && parts.size() != 8) return bad_params("wrong number of fields");
+  std::string_view dims_text = params;
+  if (scaled) {
+    const size_t rw = params.rfind("_rw_");
+    if (rw == std::string_view::npos) return bad_params("no _rw_<0|1>_bias_<type> part");
+    if (params.substr(rw) != kScaledParamsSuffix) {
+      return bad_params(str_cat("'", params.substr(rw + 1),
+                                "' (tessera runs per-tensor scales without a bias: ",
+                                kScaledParamsSuffix.substr(1), ")"));
+    }
+    dims_text = params.substr(0, rw);
+  }
+  const std::vector<std::string_view> parts = tuning_text::split(dims_text, '_');
+  if ((scaled || parts.size() != 4) && parts.size() != 8) {
+    return bad_params("wrong number of fields");
+  }
   const auto par_t = parse_transposes(parts[0], /*upper=*/false);
   if (!par_t) return bad_params(str_cat("bad transposes '", parts[0], "'"));
   if (*par_t != *op_t) {

@@ -111,7 +111,10 @@ absl::Status TuningConfig::validate() const {
                                               " (allowed: -1 = L2 cache size, 0 = off, > 0 MiB)"));
   }
   const std::pair<const char*, const NumericsTolerance*> tols[] = {
-      {"bf16", &bf16_tolerance}, {"f16", &f16_tolerance}, {"f32", &f32_tolerance}};
+      {"bf16", &bf16_tolerance},
+      {"f16", &f16_tolerance},
+      {"f32", &f32_tolerance},
+      {"fp8", &fp8_tolerance}};
   for (const auto& [name, t] : tols) {
     if (!(t->rtol >= 0) || !(t->atol >= 0) || !std::isfinite(t->rtol) || !std::isfinite(t->atol)) {
       return absl::InvalidArgumentError(str_cat(name, " tolerance rtol=", t->rtol,
@@ -129,6 +132,9 @@ const NumericsTolerance& TuningConfig::tolerance(GemmDType input_dtype) const {
       return f16_tolerance;
     case GemmDType::kF32:
       return f32_tolerance;
+    case GemmDType::kF8E4M3FN:
+    case GemmDType::kF8E4M3FNUZ:
+      return fp8_tolerance;
   }
   return f32_tolerance;
 }

@@ -30,6 +30,19 @@ def mean_ms(fn, iters):
     return start.elapsed_time(stop) / iters
 
 
+def rotated_operands(m, n, k, l2):
+    """(copies, ws, xs): bf16 operand sets of one GEMM, w in +-sqrt(3/k) and x in +-1, enough
+    sets (at most 16) that they exceed twice the L2 cache."""
+    operand = n * k * 2 + m * k * 2 + m * n * 2
+    copies = max(1, min(16, 2 * l2 // operand + 1))
+    bound = (3.0 / k) ** 0.5
+    ws = [torch.empty(n, k, device="cuda", dtype=torch.bfloat16).uniform_(-bound, bound)
+          for _ in range(copies)]
+    xs = [torch.empty(m, k, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
+          for _ in range(copies)]
+    return copies, ws, xs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ms")
@@ -41,12 +54,7 @@ def main():
     for name, n, k in SHAPES:
         for m in (int(v) for v in args.ms.split(",")):
             operand = n * k * 2 + m * k * 2 + m * n * 2
-            copies = max(1, min(16, 2 * l2 // operand + 1))
-            bound = (3.0 / k) ** 0.5
-            ws = [torch.empty(n, k, device="cuda", dtype=torch.bfloat16).uniform_(-bound, bound)
-                  for _ in range(copies)]
-            xs = [torch.empty(m, k, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
-                  for _ in range(copies)]
+            copies, ws, xs = rotated_operands(m, n, k, l2)
             fn = lambda i: F.linear(xs[i % copies], ws[i % copies])
             fn(0)
             estimate = mean_ms(fn, 1)

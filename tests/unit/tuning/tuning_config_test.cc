@@ -76,6 +76,8 @@ TEST(TuningConfig, DefaultsArePyTorchs) {
   EXPECT_EQ(c.buckets.decode, (std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
   EXPECT_TRUE(c.validate().ok()) << c.validate();
   EXPECT_DOUBLE_EQ(c.tolerance(GemmDType::kBF16).rtol, 1e-2);
+  EXPECT_DOUBLE_EQ(c.tolerance(GemmDType::kF8E4M3FN).rtol, 2e-2);
+  EXPECT_DOUBLE_EQ(c.tolerance(GemmDType::kF8E4M3FNUZ).atol, 2e-2);
 }
 
 TEST(TuningEnv, EmptyEnvironmentChangesNothing) {

@@ -1,0 +1,198 @@
+// FP8 quantization kernels (see fp8_quantize.h).
+#define TESSERA_GPU_KERNELS_ONLY
+#include "kernels/fp8_quantize.h"
+
+#include <cstring>
+
+namespace tessera::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kVec = 8;               // 16-bit elements per 16-byte load
+constexpr int64_t kMaxBlocks = 1024;  // grid-stride beyond this
+
+struct PerTensorScratch {
+  uint32_t amax_bits;    // the largest |x| so far, as bits (non-negative floats order as unsigned)
+  uint32_t blocks_done;  // blocks of the amax pass that have added theirs
+};
+static_assert(sizeof(PerTensorScratch) == kFp8PerTensorScratchBytes);
+
+// |v| as bits that order as unsigned integers (a NaN orders above infinity, so it wins).
+__device__ __forceinline__ uint32_t abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
+
+// A NaN x is encoded from its own bits (its sign kept): the device's x / scale would give the
+// canonical NaN whatever x's sign, the host's keeps it.
+__device__ __forceinline__ uint8_t encode(float x, float scale, Fp8Encoding enc) {
+  return fp8_detail::encode_bits(enc, __float_as_uint(isnan(x) ? x : x / scale));
+}
+
+// Whether 8 elements at x + i (i a multiple of 8) can be read as one 16-byte vector and their
+// codes written as one 8-byte store.
+template <typename T>
+__device__ __forceinline__ bool vectorizable(const T* x, const uint8_t* q) {
+  return reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+         (q == nullptr || reinterpret_cast<uintptr_t>(q) % 8 == 0);
+}
+
+template <typename T>
+__device__ __forceinline__ void load8(const T* x, float (&f)[kVec]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(x);
+  T e[kVec];
+  memcpy(e, &raw, sizeof(raw));
+  for (int j = 0; j < kVec; ++j) f[j] = to_float(e[j]);
+}
+
+// The largest of v over the block, on every thread; `shared` holds one value per warp.
+__device__ __forceinline__ uint32_t block_max(uint32_t v, uint32_t* shared) {
+  for (int m = kWarpSize / 2; m > 0; m >>= 1) v = max(v, shfl_xor(v, m));
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int n_warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  uint32_t out = 0;
+  for (int w = 0; w < n_warps; ++w) out = max(out, shared[w]);
+  __syncthreads();
+  return out;
+}
+
+// The largest |x[i]| of the elements this thread visits: first, first + stride, ... (in 8-element
+// vectors where x is aligned, then the tail).
+template <typename T>
+__device__ uint32_t thread_amax(const T* x, int64_t count, int64_t first, int64_t stride) {
+  uint32_t m = 0;
+  if (vectorizable(x, nullptr)) {
+    const int64_t vectors = count / kVec;
+    for (int64_t v = first; v < vectors; v += stride) {
+      float f[kVec];
+      load8(x + v * kVec, f);
+      for (int j = 0; j < kVec; ++j) m = max(m, abs_bits(f[j]));
+    }
+    for (int64_t i = vectors * kVec + first; i < count; i += stride) {
+      m = max(m, abs_bits(to_float(x[i])));
+    }
+  } else {
+    for (int64_t i = first; i < count; i += stride) m = max(m, abs_bits(to_float(x[i])));
+  }
+  return m;
+}
+
+// q = fp8(x / scale) over the elements this thread visits.
+template <typename T>
+__device__ void quantize_range(const T* x, int64_t count, float scale, Fp8Encoding enc,
+                               uint8_t* q, int64_t first, int64_t stride) {
+  if (vectorizable(x, q)) {
+    const int64_t vectors = count / kVec;
+    for (int64_t v = first; v < vectors; v += stride) {
+      float f[kVec];
+      load8(x + v * kVec, f);
+      uint8_t codes[kVec];
+      for (int j = 0; j < kVec; ++j) codes[j] = encode(f[j], scale, enc);
+      uint2 packed;
+      memcpy(&packed, codes, sizeof(packed));
+      *reinterpret_cast<uint2*>(q + v * kVec) = packed;
+    }
+    for (int64_t i = vectors * kVec + first; i < count; i += stride) {
+      q[i] = encode(to_float(x[i]), scale, enc);
+    }
+  } else {
+    for (int64_t i = first; i < count; i += stride) q[i] = encode(to_float(x[i]), scale, enc);
+  }
+}
+
+// Per-tensor amax: each block's maximum into the scratch; the last block to finish turns the
+// total into the scale.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    tensor_amax_kernel(const T* __restrict__ x, int64_t count, Fp8Encoding enc, float* scale,
+                       PerTensorScratch* scratch) {
+  __shared__ uint32_t shared[kThreads / 32];
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  const uint32_t m =
+      block_max(thread_amax(x, count, blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x,
+                            stride),
+                shared);
+  if (threadIdx.x != 0) return;
+  atomicMax(&scratch->amax_bits, m);
+  __threadfence();  // the maximum is visible before this block counts as done
+  if (atomicAdd(&scratch->blocks_done, 1u) == gridDim.x - 1) {
+    __threadfence();
+    const uint32_t total = atomicMax(&scratch->amax_bits, 0u);  // read through the L2
+    *scale = fp8_scale_for_amax(__uint_as_float(total), enc);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    quantize_with_scale_kernel(const T* __restrict__ x, int64_t count, Fp8Encoding enc,
+                               const float* __restrict__ scale, uint8_t* __restrict__ q) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  quantize_range(x, count, *scale, enc, q,
+                 blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x, stride);
+}
+
+// One block per row: the row's amax, its scale, then its codes.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    row_quantize_kernel(const T* __restrict__ w, int64_t cols, Fp8Encoding enc,
+                        uint8_t* __restrict__ q, float* __restrict__ row_scales) {
+  __shared__ uint32_t shared[kThreads / 32];
+  const int64_t row = blockIdx.x;
+  const T* x = w + row * cols;
+  uint8_t* out = q + row * cols;
+  const uint32_t m = block_max(thread_amax(x, cols, threadIdx.x, kThreads), shared);
+  const float scale = fp8_scale_for_amax(__uint_as_float(m), enc);
+  if (threadIdx.x == 0) row_scales[row] = scale;
+  quantize_range(x, cols, scale, enc, out, threadIdx.x, kThreads);
+}
+
+unsigned grid_for(int64_t count) {
+  const int64_t per_block = static_cast<int64_t>(kThreads) * kVec;
+  const int64_t blocks = (count + per_block - 1) / per_block;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+}  // namespace
+
+template <typename T>
+gpuError_t quantize_fp8_per_tensor(const T* x, int64_t count, Fp8Encoding enc, uint8_t* q,
+                                   float* scale, void* scratch, gpuStream_t stream) {
+  if (count <= 0) return gpuSuccess;
+  if (const gpuError_t e = gpuMemsetAsync(scratch, 0, kFp8PerTensorScratchBytes, stream);
+      e != gpuSuccess) {
+    return e;
+  }
+  tensor_amax_kernel<T><<<grid_for(count), kThreads, 0, stream>>>(
+      x, count, enc, scale, static_cast<PerTensorScratch*>(scratch));
+  if (const gpuError_t e = gpuGetLastError(); e != gpuSuccess) return e;
+  return quantize_fp8_with_scale(x, count, enc, scale, q, stream);
+}
+
+template <typename T>
+gpuError_t quantize_fp8_with_scale(const T* x, int64_t count, Fp8Encoding enc, const float* scale,
+                                   uint8_t* q, gpuStream_t stream) {
+  if (count <= 0) return gpuSuccess;
+  quantize_with_scale_kernel<T><<<grid_for(count), kThreads, 0, stream>>>(x, count, enc, scale, q);
+  return gpuGetLastError();
+}
+
+template <typename T>
+gpuError_t quantize_fp8_per_row(const T* w, int64_t rows, int64_t cols, Fp8Encoding enc,
+                                uint8_t* q, float* row_scales, gpuStream_t stream) {
+  if (rows <= 0 || cols <= 0) return gpuSuccess;
+  row_quantize_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(w, cols, enc, q,
+                                                                                row_scales);
+  return gpuGetLastError();
+}
+
+#define TESSERA_FP8_QUANTIZE_LAUNCHERS(T)                                                     \
+  template gpuError_t quantize_fp8_per_tensor(const T*, int64_t, Fp8Encoding, uint8_t*, float*, \
+                                              void*, gpuStream_t);                            \
+  template gpuError_t quantize_fp8_with_scale(const T*, int64_t, Fp8Encoding, const float*,    \
+                                              uint8_t*, gpuStream_t);                         \
+  template gpuError_t quantize_fp8_per_row(const T*, int64_t, int64_t, Fp8Encoding, uint8_t*,  \
+                                           float*, gpuStream_t);
+TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_FP8_QUANTIZE_LAUNCHERS)
+#undef TESSERA_FP8_QUANTIZE_LAUNCHERS
+
+}  // namespace tessera::gpu

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The anchor of `tessera bench gemm --dtype fp8`: PyTorch's torch._scaled_mm (e4m3fn operands,
+per-tensor fp32 scales, bf16 output -- the call tessera's scaled GEMM makes of cuBLASLt) beside
+bf16 F.linear, on the same Llama-3-8B GEMMs and M, timed as gemm_torch_rotating.py times (events
+around back-to-back calls rotating over operand sets whose total exceeds twice the L2 cache, ~60
+ms each, median of three means, after a warm-up call).
+
+Values as tessera's: w uniform in +-sqrt(3/k), x in +-1, each quantized per tensor with scale =
+amax / 448. lm_head writes bf16 in both columns. Prints a table (ms, TFLOP/s, bf16 / fp8) and
+writes JSON with --json.
+
+usage: bench_scaled_mm.py M_LIST [--json FILE]      (M_LIST like 1,16,64,256)
+"""
+import argparse
+import json
+
+import torch
+import torch.nn.functional as F
+
+from gemm_torch_rotating import SHAPES, mean_ms, rotated_operands
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = torch.finfo(FP8).max  # 448
+
+
+def quantize(t):
+    """Per-tensor: (codes, scale) with t ~= codes * scale."""
+    scale = (t.abs().amax().float() / FP8_MAX).clamp(min=torch.finfo(torch.float32).tiny)
+    return (t.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8), scale
+
+
+def timed(fn):
+    fn(0)
+    estimate = mean_ms(fn, 1)
+    iters = max(1, min(1000, int(60.0 / max(estimate, 1e-3))))
+    return sorted(mean_ms(fn, iters) for _ in range(3))[1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ms")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    rows = []
+    print(f"{'gemm':8s} {'M':>5s} {'copies':>6s} {'bf16 ms':>9s} {'TFLOP/s':>8s} "
+          f"{'fp8 ms':>9s} {'TFLOP/s':>8s} {'bf16/fp8':>8s}")
+    for name, n, k in SHAPES:
+        for m in (int(v) for v in args.ms.split(",")):
+            # Sized by the bf16 sets (the larger); the FP8 ones rotate over as many.
+            copies, ws, xs = rotated_operands(m, n, k, l2)
+            wq = [quantize(w) for w in ws]
+            xq = [quantize(x) for x in xs]
+            flops = 2.0 * m * n * k
+
+            def linear(i):
+                return F.linear(xs[i % copies], ws[i % copies])
+
+            def scaled(i):
+                (x, sx), (w, sw) = xq[i % copies], wq[i % copies]
+                # mat2 column-major (w.t()), as _scaled_mm wants: the TN GEMM of a linear layer.
+                return torch._scaled_mm(x, w.t(), scale_a=sx, scale_b=sw, out_dtype=torch.bfloat16)
+
+            bf16_ms = timed(linear)
+            fp8_ms = timed(scaled)
+            print(f"{name:8s} {m:5d} {copies:6d} {bf16_ms:9.4f} {flops / bf16_ms / 1e9:8.1f} "
+                  f"{fp8_ms:9.4f} {flops / fp8_ms / 1e9:8.1f} {bf16_ms / fp8_ms:8.2f}", flush=True)
+            rows.append({"gemm": name, "m": m, "n": n, "k": k, "copies": copies,
+                         "bf16_ms": bf16_ms, "bf16_tflops": flops / bf16_ms / 1e9,
+                         "fp8_ms": fp8_ms, "fp8_tflops": flops / fp8_ms / 1e9,
+                         "fp8_bytes": n * k + m * k + m * n * 2})
+            del ws, xs, wq, xq
+            torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                       "fp8": str(FP8), "gemms": rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
