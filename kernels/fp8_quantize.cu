@@ -35,12 +35,20 @@ __device__ __forceinline__ bool vectorizable(const T* x, const uint8_t* q) {
          (q == nullptr || reinterpret_cast<uintptr_t>(q) % 8 == 0);
 }
 
+// x as fp32, a NaN with x's sign: the device's fp16 -> fp32 conversion gives the canonical
+// (positive) NaN, the host's keeps the sign, and the encoder keeps it into the code.
+template <typename T>
+__device__ __forceinline__ float value_of(T x) {
+  const float f = to_float(x);
+  return isnan(f) ? __uint_as_float(((bits_of(x) & 0x8000u) << 16) | 0x7fc00000u) : f;
+}
+
 template <typename T>
 __device__ __forceinline__ void load8(const T* x, float (&f)[kVec]) {
   const uint4 raw = *reinterpret_cast<const uint4*>(x);
   T e[kVec];
   memcpy(e, &raw, sizeof(raw));
-  for (int j = 0; j < kVec; ++j) f[j] = to_float(e[j]);
+  for (int j = 0; j < kVec; ++j) f[j] = value_of(e[j]);
 }
 
 // The largest of v over the block, on every thread; `shared` holds one value per warp.
@@ -69,10 +77,10 @@ __device__ uint32_t thread_amax(const T* x, int64_t count, int64_t first, int64_
       for (int j = 0; j < kVec; ++j) m = max(m, abs_bits(f[j]));
     }
     for (int64_t i = vectors * kVec + first; i < count; i += stride) {
-      m = max(m, abs_bits(to_float(x[i])));
+      m = max(m, abs_bits(value_of(x[i])));
     }
   } else {
-    for (int64_t i = first; i < count; i += stride) m = max(m, abs_bits(to_float(x[i])));
+    for (int64_t i = first; i < count; i += stride) m = max(m, abs_bits(value_of(x[i])));
   }
   return m;
 }
@@ -93,10 +101,10 @@ __device__ void quantize_range(const T* x, int64_t count, float scale, Fp8Encodi
       *reinterpret_cast<uint2*>(q + v * kVec) = packed;
     }
     for (int64_t i = vectors * kVec + first; i < count; i += stride) {
-      q[i] = encode(to_float(x[i]), scale, enc);
+      q[i] = encode(value_of(x[i]), scale, enc);
     }
   } else {
-    for (int64_t i = first; i < count; i += stride) q[i] = encode(to_float(x[i]), scale, enc);
+    for (int64_t i = first; i < count; i += stride) q[i] = encode(value_of(x[i]), scale, enc);
   }
 }
 

@@ -22,6 +22,8 @@ constexpr uint64_t kSeedW = 0x7e55e7a1, kSeedX = 0x7e55e7a2;
 size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 size_t dtype_bytes(GemmDType t) { return t == GemmDType::kF32 ? 4 : is_fp8(t) ? 1 : 2; }
+// Bytes between the FP8 operands' scales (and the quantization scratch) in scales_.
+constexpr size_t kScaleSpacing = 256;
 
 // `n` seeded uniform values in [lo, hi) of `dtype` (kBF16 or kF16) at `dst`.
 gpuError_t fill_operand(GemmDType dtype, void* dst, int64_t n, uint64_t seed, float lo, float hi,
@@ -205,10 +207,12 @@ absl::Status GpuTunableGemm::prepare(const GemmSignature& sig, int copies) {
 absl::Status GpuTunableGemm::fill_fp8_operands(size_t w_elems, size_t x_elems, float w_max) {
   // The bf16 operands' values, quantized per tensor as activations are at run time (scale =
   // amax / the largest finite FP8 value): the same in every operand set, and so are the scales.
-  GPU_CHECK(gpuMalloc(&scales_, 2 * sizeof(float) + kFp8PerTensorScratchBytes));
+  // Each scale (and the scratch) on its own 256-byte boundary, as a separate allocation would be:
+  // cuBLASLt refused (NOT_SUPPORTED) a scale pointer 4 bytes into one.
+  GPU_CHECK(gpuMalloc(&scales_, 2 * kScaleSpacing + kFp8PerTensorScratchBytes));
   float* const w_scale = static_cast<float*>(scales_);
-  float* const x_scale = w_scale + 1;
-  void* const scratch = w_scale + 2;
+  float* const x_scale = reinterpret_cast<float*>(static_cast<char*>(scales_) + kScaleSpacing);
+  void* const scratch = static_cast<char*>(scales_) + 2 * kScaleSpacing;
   void* values = nullptr;
   GPU_CHECK(gpuMalloc(&values, std::max(w_elems, x_elems) * 2));
   struct Free {
@@ -234,8 +238,9 @@ absl::Status GpuTunableGemm::fill_fp8_operands(size_t w_elems, size_t x_elems, f
 
 GemmScales GpuTunableGemm::scales() const {
   if (scales_ == nullptr) return {};
-  const float* const s = static_cast<const float*>(scales_);
-  return {.x = s + 1, .w = s};
+  const char* const s = static_cast<const char*>(scales_);
+  return {.x = reinterpret_cast<const float*>(s + kScaleSpacing),
+          .w = reinterpret_cast<const float*>(s)};
 }
 
 absl::Status GpuTunableGemm::check_copy(int copy) const {

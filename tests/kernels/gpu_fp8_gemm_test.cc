@@ -76,6 +76,8 @@ class GpuFp8GemmTest : public ::testing::Test {
     DevicePtr scratch = device_alloc(gpu::kFp8PerTensorScratchBytes);
     Quantized q{device_alloc(count), device_alloc(4), std::vector<uint8_t>(count), 0};
     EXPECT_EQ(gpuMemcpy(values.get(), bits.data(), count * 2, gpuMemcpyHostToDevice), gpuSuccess);
+    // A copy from pageable memory may return before its DMA is done; stream_ does not wait for it.
+    EXPECT_EQ(gpuDeviceSynchronize(), gpuSuccess);
     EXPECT_EQ(gpu::quantize_fp8_per_tensor(static_cast<const gpu_bf16*>(values.get()),
                                            static_cast<int64_t>(count), enc,
                                            static_cast<uint8_t*>(q.codes.get()),

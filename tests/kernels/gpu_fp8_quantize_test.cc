@@ -72,6 +72,9 @@ class GpuFp8QuantizeTest : public ::testing::TestWithParam<Param> {
     EXPECT_EQ(gpuMemcpy(static_cast<uint16_t*>(d.get()) + offset, x.data(), x.size() * 2,
                         gpuMemcpyHostToDevice),
               gpuSuccess);
+    // A copy from pageable memory may return before its DMA is done, and the kernels run on a
+    // non-blocking stream that does not wait for it.
+    EXPECT_EQ(gpuDeviceSynchronize(), gpuSuccess);
     return d;
   }
   template <typename Launch>
@@ -170,6 +173,7 @@ TEST_P(GpuFp8QuantizeTest, GivenScaleEncodesEvery16BitPatternAsTheHostDoes) {
   // 1/64 moves bf16's small values into FP8's subnormals; 3 puts ties between FP8 neighbours.
   for (float s : {1.0f, 1.0f / 64.0f, 3.0f, 0.0078125f * 3.0f}) {
     ASSERT_EQ(gpuMemcpy(scale.get(), &s, 4, gpuMemcpyHostToDevice), gpuSuccess);
+    ASSERT_EQ(gpuDeviceSynchronize(), gpuSuccess);  // as in upload()
     launch([&]<typename T>() {
       return gpu::quantize_fp8_with_scale(static_cast<const T*>(xd.get()), 65536, enc(),
                                           static_cast<const float*>(scale.get()),
