@@ -738,31 +738,7 @@ run_load() {
   fi
 }
 
-# Issue 19's step profile: tesserad under Nsight Compute on the 8B shape at 256 streams of
-# 128 / 128 (untuned, graphs on), a window of PROFILE_COUNT kernels after PROFILE_SKIP (mid-load),
-# each kernel's own time summed by kind per step (tests/bench/kernel_profile.py).
-run_profile() {
-  local model=/tmp/llama8b
-  MODEL=$model
-  python3 tests/reference/random_llama.py "$model" || { status=1; return; }
-  local ncu
-  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
-  [[ -n $ncu ]] || { echo "profile: ncu not found"; status=1; return; }
-  cat > "$out/ncu_tesserad.sh" <<WRAP
-#!/usr/bin/env bash
-exec "$ncu" --csv --log-file "$out/ncu.csv" --metrics gpu__time_duration.sum --cache-control none \
-  --clock-control none --launch-skip ${PROFILE_SKIP:-40000} --launch-count ${PROFILE_COUNT:-1200} \
-  "$bundle/bin/tesserad" "\$@"
-WRAP
-  chmod +x "$out/ncu_tesserad.sh"
-  TESSERAD=$out/ncu_tesserad.sh start_server profile --max-num-seqs 256 --tuning-mode off || return
-  load_run profile_c256_128 --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128
-  stop_server
-  python3 tests/bench/kernel_profile.py "$out/ncu.csv" "$out/kernel_profile.json" || status=1
-}
-
 case "$stage" in
-  profile) run_profile ;;
   kernels) run_kernels ;;
   attn) run_attn ;;
   families8b) run_families8b ;;
