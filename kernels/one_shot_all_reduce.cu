@@ -106,6 +106,23 @@ __device__ __forceinline__ void sum_pack(const char* const* src, int world, int6
   }
 }
 
+// The op's epoch for block b (its ops so far, the same on every rank), read once by the block.
+__device__ __forceinline__ uint32_t block_epoch(const uint32_t* epochs, uint32_t* shared) {
+  if (threadIdx.x == 0) *shared = epochs[blockIdx.x];
+  __syncthreads();
+  return *shared;
+}
+
+// Every rank's staging half `half` (bytes into its staging), in rank order; null past `world`.
+template <int kSlots>
+__device__ __forceinline__ void staging_sources(const OneShotPeers& peers, int world, size_t half,
+                                                const char* (&src)[kSlots]) {
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    src[s] = s < world ? static_cast<const char*>(peers.staging[s]) + half : nullptr;
+  }
+}
+
 // kWorld: the number of ranks when known at compile time (2, 4, 8: the loads of every rank in
 // flight together), 0 for any other (`world` then).
 template <typename T, int kWorld, bool kVector>
@@ -117,9 +134,7 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kWorld != 0) world = kWorld;
   __shared__ uint32_t epoch_shared;
   const int b = blockIdx.x;
-  if (threadIdx.x == 0) epoch_shared = epochs[b];
-  __syncthreads();
-  const uint32_t epoch = epoch_shared;
+  const uint32_t epoch = block_epoch(epochs, &epoch_shared);
   const size_t half = (epoch & 1u) * capacity;
   constexpr int kElems = Pack<T>::kElems;
   const int64_t packs = kVector ? n / kElems : 0;
@@ -137,12 +152,8 @@ __global__ void __launch_bounds__(kThreads)
   rank_barrier(peers, rank, world, epoch + 1);
 
   // 3. The sum in rank order, the same on every rank.
-  constexpr int kSlots = kWorld != 0 ? kWorld : kOneShotMaxRanks;
-  const char* src[kSlots];
-#pragma unroll
-  for (int s = 0; s < kSlots; ++s) {
-    src[s] = s < world ? static_cast<const char*>(peers.staging[s]) + half : nullptr;
-  }
+  const char* src[kWorld != 0 ? kWorld : kOneShotMaxRanks];
+  staging_sources(peers, world, half, src);
   for (int64_t p = first; p < packs; p += stride) {
     float acc[kElems];
     sum_pack<T, kWorld>(src, world, p, acc);
@@ -171,9 +182,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ uint32_t epoch_shared;
   __shared__ float shared[kThreads / kWarpSize + 1];
   const int b = blockIdx.x;
-  if (threadIdx.x == 0) epoch_shared = epochs[b];
-  __syncthreads();
-  const uint32_t epoch = epoch_shared;
+  const uint32_t epoch = block_epoch(epochs, &epoch_shared);
   const size_t half = (epoch & 1u) * capacity;
   constexpr int kElems = Pack<T>::kElems;
   const int64_t row_packs = cols / kElems;
@@ -187,12 +196,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   rank_barrier(peers, rank, world, epoch + 1);
 
-  constexpr int kSlots = kWorld != 0 ? kWorld : kOneShotMaxRanks;
-  const char* src[kSlots];
-#pragma unroll
-  for (int s = 0; s < kSlots; ++s) {
-    src[s] = s < world ? static_cast<const char*>(peers.staging[s]) + half : nullptr;
-  }
+  const char* src[kWorld != 0 ? kWorld : kOneShotMaxRanks];
+  staging_sources(peers, world, half, src);
   uint4* res = reinterpret_cast<uint4*>(residual);
   const uint4* wp = reinterpret_cast<const uint4*>(w);
   uint4* o = reinterpret_cast<uint4*>(out);
