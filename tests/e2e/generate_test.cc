@@ -1,8 +1,14 @@
 // Generate and GenerateStream against the engine path that `tessera run` uses: same greedy text
-// and token ids; the stream's chunk protocol; stop strings, token-id input, logprobs; the other
-// Generation methods, GetStatus and reflection.
+// and token ids; the stream's chunk protocol; stop strings, token-id input, logprobs (and `tessera
+// perplexity` against them); the other Generation methods, GetStatus and reflection.
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "runtime/model_instance.h"
 #include "tests/e2e/test_server.h"
@@ -118,6 +124,53 @@ TEST_F(GenerateE2E, GreedyMatchesTesseraRunCli) {
   EXPECT_EQ(unary.response.text(), cli_text);
   const StreamResult stream = generate_stream(server_->generation(), greedy_request(prompt, 16));
   EXPECT_EQ(stream.text, cli_text);
+}
+
+// `tessera perplexity` against the daemon's own numbers: over a text shorter than one window, the
+// CLI's mean negative log-likelihood is the mean over positions of -log p(token | prefix), which
+// the daemon reports as the logprob of a token forced by logit_bias (logprobs are the model's own
+// distribution's). Same weights and tokenizer; only the batch shapes differ (fp32 on the CPU).
+TEST_F(GenerateE2E, PerplexityCliMatchesTheDaemonsLogprobs) {
+  const std::string cli = TESSERA_CLI;
+  if (!std::filesystem::exists(cli)) GTEST_SKIP() << "tessera CLI not built: " << cli;
+  const std::string text = "The quick brown fox jumps over the lazy dog. It was a sunny day.";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  const std::string text_path = (dir / ("tessera_ppl_" + std::to_string(::getpid()) + ".txt")).string();
+  const std::string json_path = text_path + ".json";
+  std::ofstream(text_path) << text;
+  const std::string command = cli + " perplexity --model '" + default_model_path() + "' --text '" +
+                              text_path + "' --context 64 --json '" + json_path +
+                              "' --threads 1 > /dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  nlohmann::json report;
+  std::ifstream(json_path) >> report;
+  std::filesystem::remove(text_path);
+  std::filesystem::remove(json_path);
+
+  v1::TokenizeRequest tok;
+  tok.set_text(text);
+  tok.set_add_special_tokens(true);
+  v1::TokenizeResponse ids;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(server_->generation().Tokenize(&ctx, tok, &ids).ok());
+  const int n = ids.token_ids_size();
+  ASSERT_EQ(report["tokens"].get<int>(), n);
+  ASSERT_EQ(report["scored"].get<int>(), n - 1);
+  double nll = 0;
+  for (int i = 1; i < n; ++i) {
+    v1::GenerateRequest request = greedy_request("", 1, true);
+    for (int j = 0; j < i; ++j) request.mutable_token_ids()->add_ids(ids.token_ids(j));
+    (*request.mutable_sampling()->mutable_logit_bias())[ids.token_ids(i)] = 100.0f;
+    request.set_logprobs(true);
+    const UnaryResult r = generate(server_->generation(), request);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    ASSERT_EQ(r.response.token_ids_size(), 1);
+    ASSERT_EQ(r.response.token_ids(0), ids.token_ids(i)) << "position " << i;
+    nll -= r.response.logprobs(0).chosen().logprob();
+  }
+  const double daemon_ppl = std::exp(nll / (n - 1));
+  EXPECT_NEAR(report["perplexity"].get<double>(), daemon_ppl, 1e-3 * daemon_ppl)
+      << "mean nll: CLI " << report["mean_nll"].get<double>() << ", daemon " << nll / (n - 1);
 }
 
 TEST_F(GenerateE2E, StreamChunksOutcomeOnlyOnTheLastAndRequestIdEchoed) {
