@@ -123,7 +123,7 @@ absl::Status Daemon::start_admin_listener() {
   HttpServerOptions admin;
   admin.name = "admin";
   admin.listen = config_.admin_listen;
-  admin.bearer_token = config_.admin_token;
+  if (!config_.admin_token.empty()) admin.bearer_tokens = {config_.admin_token};
   admin_http_ = std::make_unique<HttpServer>(admin);
   admin_http_->set_response_observer([this](std::string_view route, int status) {
     metrics_.on_http_response("admin", route, status);
@@ -160,7 +160,11 @@ absl::Status Daemon::start_openai_listener() {
   openai.listen = config_.openai_listen;
   openai.tls_cert = config_.tls_cert;
   openai.tls_key = config_.tls_key;
-  openai.bearer_token = api_key_;
+  // As on gRPC (CallAuth): the API key, or the admin token, where a key is set.
+  if (!api_key_.empty()) {
+    openai.bearer_tokens = {api_key_};
+    if (!config_.admin_token.empty()) openai.bearer_tokens.push_back(config_.admin_token);
+  }
   openai.max_body_bytes = static_cast<size_t>(config_.max_message_bytes);
   openai.max_connections = config_.http_max_connections;
   openai.threads = config_.http_threads;

@@ -92,6 +92,16 @@ struct HttpServer::Impl {
   void observe(std::string_view route, int status) const {
     if (observer) observer(route, status);
   }
+  // Whether the request's "Authorization" header carries one of the bearer tokens. Every token is
+  // compared, so that the time taken does not tell which one was close.
+  bool authorized(const HttpRequest& request) const {
+    const std::string_view authorization = request.header("authorization").value_or("");
+    bool any = false;
+    for (const std::string& token : options.bearer_tokens) {
+      any |= bearer_token_matches(authorization, token);
+    }
+    return any;
+  }
   void accept();
 
   // Members that connections use are declared before `ioc`, whose destruction destroys them.
@@ -462,8 +472,7 @@ HttpResponse HttpServer::Impl::dispatch(const HttpRequest& request, std::string&
     return response;
   }
   const Route& r = found->second;
-  if (!options.bearer_token.empty() && r.requires_token &&
-      !bearer_token_matches(request.header("authorization").value_or(""), options.bearer_token)) {
+  if (!options.bearer_tokens.empty() && r.requires_token && !authorized(request)) {
     HttpResponse response = error(401, "missing or wrong \"Authorization: Bearer\" token");
     response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"tessera\"");
     return response;

@@ -35,7 +35,10 @@ struct HttpServerOptions {
   std::string listen = "127.0.0.1:8002";  // HOST:PORT; port 0 picks a free one (see port())
   std::string tls_cert;                   // PEM certificate chain; set with tls_key: HTTPS
   std::string tls_key;                    // PEM private key of tls_cert
-  std::string bearer_token;               // non-empty: required by the routes that ask for it
+  // Non-empty: the routes that ask for a token require "Authorization: Bearer" with one of these
+  // (the OpenAI port: the API key, or the admin token as gRPC accepts it; the admin listener: the
+  // admin token).
+  std::vector<std::string> bearer_tokens;
   size_t max_header_bytes = 16 * 1024;    // request line + headers
   size_t max_body_bytes = 1 << 20;
   int max_connections = 64;             // beyond it, the longest-waiting connection is evicted

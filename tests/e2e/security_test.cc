@@ -141,12 +141,21 @@ TEST(SecurityE2E, TheApiKeyGuardsGenerationAndAdminButNotHealth) {
   EXPECT_EQ(health_check(*server->channel(), ""), kServing);
   EXPECT_EQ(health_check(*server->channel(), "tessera.v1.Generation"), kServing);
 
-  // The same key guards the OpenAI API.
+  // The same key guards the OpenAI API, and the admin token passes there as on gRPC.
   const int openai = server->daemon().openai_port();
   EXPECT_EQ(http_request(openai, "GET", "/v1/models").value_or(HttpReply{}).status, 401);
   EXPECT_EQ(http_request(openai, "GET", "/v1/models",
                          "Authorization: " + bearer_key + "\r\n").value_or(HttpReply{}).status,
             200);
+  EXPECT_EQ(http_request(openai, "GET", "/v1/models",
+                         std::string("Authorization: Bearer ") + kAdminToken + "\r\n")
+                .value_or(HttpReply{})
+                .status,
+            200);
+  EXPECT_EQ(http_request(openai, "GET", "/v1/models", "Authorization: Bearer nope\r\n")
+                .value_or(HttpReply{})
+                .status,
+            401);
 
   // The CLI sends it from --api-key or $TESSERA_API_KEY.
   const std::string cli = TESSERA_CLI;
