@@ -11,13 +11,13 @@ writes JSON with --json.
 
 usage: bench_scaled_mm.py M_LIST [--json FILE]      (M_LIST like 1,16,64,256)
 """
-import argparse
+
 import json
 
 import torch
 import torch.nn.functional as F
 
-from gemm_torch_rotating import SHAPES, mean_ms, rotated_operands
+from gemm_torch_rotating import SHAPES, bench_args, mean_ms, rotated_operands
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max  # 448
@@ -37,16 +37,12 @@ def timed(fn):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("ms")
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    m_values, json_path, l2 = bench_args()
     rows = []
     print(f"{'gemm':8s} {'M':>5s} {'copies':>6s} {'bf16 ms':>9s} {'TFLOP/s':>8s} "
           f"{'fp8 ms':>9s} {'TFLOP/s':>8s} {'bf16/fp8':>8s}")
     for name, n, k in SHAPES:
-        for m in (int(v) for v in args.ms.split(",")):
+        for m in m_values:
             # Sized by the bf16 sets (the larger); the FP8 ones rotate over as many.
             copies, ws, xs = rotated_operands(m, n, k, l2)
             wq = [quantize(w) for w in ws]
@@ -71,8 +67,8 @@ def main():
                          "fp8_bytes": n * k + m * k + m * n * 2})
             del ws, xs, wq, xq
             torch.cuda.empty_cache()
-    if args.json:
-        with open(args.json, "w") as f:
+    if json_path:
+        with open(json_path, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                        "fp8": str(FP8), "gemms": rows}, f, indent=2)
 

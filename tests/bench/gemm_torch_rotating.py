@@ -43,16 +43,23 @@ def rotated_operands(m, n, k, l2):
     return copies, ws, xs
 
 
-def main():
+def bench_args():
+    """The command line both GEMM anchors take (M_LIST [--json FILE]): the M values, the JSON
+    path (or None) and the device's L2 size, which the operand rotation outgrows."""
     ap = argparse.ArgumentParser()
     ap.add_argument("ms")
     ap.add_argument("--json")
     args = ap.parse_args()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    return [int(v) for v in args.ms.split(",")], args.json, l2
+
+
+def main():
+    m_values, json_path, l2 = bench_args()
     rows = []
     print(f"{'gemm':8s} {'M':>5s} {'copies':>6s} {'ms':>9s} {'GB/s':>6s} {'TFLOP/s':>8s}")
     for name, n, k in SHAPES:
-        for m in (int(v) for v in args.ms.split(",")):
+        for m in m_values:
             operand = n * k * 2 + m * k * 2 + m * n * 2
             copies, ws, xs = rotated_operands(m, n, k, l2)
             fn = lambda i: F.linear(xs[i % copies], ws[i % copies])
@@ -67,8 +74,8 @@ def main():
                          "tflops": tflops})
             del ws, xs
             torch.cuda.empty_cache()
-    if args.json:
-        with open(args.json, "w") as f:
+    if json_path:
+        with open(json_path, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                        "gemms": rows}, f, indent=2)
 
