@@ -99,7 +99,7 @@ class InProcessCommunicator final : public Communicator {
 
   void gather_columns(const Tensor& part, const Tensor& full) override {
     const bool ok = check(part, "gather_columns", "part") &&
-                    (rank_ != 0 || check(full, "gather_columns", "full"));
+                    (rank_ != 0 || (check(full, "gather_columns", "full") && fits(part, full)));
     group_->offer(rank_, ok ? part.data : nullptr);
     group_->barrier();
     if (ok && rank_ == 0) {
@@ -131,6 +131,22 @@ class InProcessCommunicator final : public Communicator {
       error_ = absl::InvalidArgumentError(str_cat("in-process communicator, rank ", rank_, ": ", op,
                                                   " takes fp32 tensors; ", what, " is ",
                                                   t.data == nullptr ? "empty" : dtype_name(t.dtype)));
+    }
+    return false;
+  }
+
+  // Rank 0's `full` holds the gathered parts: [rows, <= parts' columns], as the GPU's checks.
+  bool fits(const Tensor& part, const Tensor& full) {
+    if (part.rank == 2 && full.rank == 2 && full.dim(0) == part.dim(0) &&
+        full.dim(1) <= part.dim(1) * group_->size()) {
+      return true;
+    }
+    if (error_.ok()) {
+      error_ = absl::InvalidArgumentError(str_cat(
+          "in-process communicator, rank 0: gather_columns: full must be [", part.dim(0), ", <= ",
+          part.dim(1) * group_->size(), "] for parts of ", part.dim(0), " x ", part.dim(1), ", is ",
+          full.rank == 2 ? str_cat("[", full.dim(0), ", ", full.dim(1), "]")
+                         : str_cat("of rank ", full.rank)));
     }
     return false;
   }

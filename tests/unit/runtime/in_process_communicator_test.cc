@@ -56,6 +56,17 @@ TEST(InProcessCommunicatorTest, GatherColumnsClipsTheLastPart) {
     }
   }
   for (auto& c : comms) EXPECT_TRUE(c->take_error().ok());
+
+  // A `full` with fewer rows than the parts is refused, not written past.
+  std::vector<float> short_full(1 * vocab, -1.0f);
+  threads.run([&](int32_t r) {
+    comms[r]->gather_columns(Tensor(parts[r].data(), DType::kF32, {rows, cols}),
+                             r == 0 ? Tensor(short_full.data(), DType::kF32, {1, vocab}) : Tensor{});
+  });
+  const absl::Status s = comms[0]->take_error();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("full must be [2, <= 12]"), std::string::npos) << s;
+  for (float v : short_full) EXPECT_EQ(v, -1.0f);
 }
 
 TEST(InProcessCommunicatorTest, ARefusedTensorIsAnErrorOnEveryRankAndNobodyHangs) {
