@@ -149,6 +149,7 @@ class Backend {
   // they are recorded, and replayed from then on. A recording made before this backend's buffers
   // or its GEMM solutions changed is made again the same way. `ops` must read the step only
   // through the metadata begin_graph_step() uploaded, and use the same tensors for the same key.
+  // An error means none of the ops was queued (a recording that fails runs them directly).
   virtual absl::Status run_graph(uint64_t key, absl::FunctionRef<void()> ops) {
     (void)key;
     ops();

@@ -254,13 +254,19 @@ absl::Status StepRunner::run_graph_step(const StepBatch& batch, const KvCache& c
   lane_status_.assign(static_cast<size_t>(lanes_->size()), absl::OkStatus());
   lanes_->run([&](int32_t r) {
     absl::Status& status = lane_status_[static_cast<size_t>(r)];
-    for (size_t s = 0; s < stages_.size() && status.ok(); ++s) {
+    for (size_t s = 0; s < stages_.size(); ++s) {
       Backend& b = stages_[s].segment.rank_backend(r);
       b.begin_graph_step(graph_batch_, max_context);
       // The hop between devices stays outside the recordings: each is one device's work.
       receive_residual(s, r, 0, bucket);
-      status = b.run_graph(graph_key(id_, s, bucket, max_context),
-                           [&] { run_stage(s, r, graph_batch_, bucket, 0, 0, cache); });
+      auto ops = [&] { run_stage(s, r, graph_batch_, bucket, 0, 0, cache); };
+      const absl::Status ran = b.run_graph(graph_key(id_, s, bucket, max_context), ops);
+      if (!ran.ok()) {
+        // Nothing of the stage was queued: queue it directly, so that this rank's collectives
+        // still meet the other ranks' (which would otherwise wait for ever); the step fails.
+        ops();
+        status.Update(ran);
+      }
     }
   });
   absl::Status status;
