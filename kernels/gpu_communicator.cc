@@ -427,9 +427,9 @@ class GpuCommunicator final : public Communicator {
                                          backend_->stream());
           break;
       }
+      // No early return: the other ranks queue every chunk, and each waits for this rank's.
       if (err != gpuSuccess) {
         record_error(gpu::status_from(err, "one_shot_all_reduce", __FILE__, __LINE__));
-        return;
       }
     }
   }

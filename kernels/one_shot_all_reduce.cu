@@ -63,6 +63,24 @@ __device__ __forceinline__ uint32_t load_acquire_system(const uint32_t* p) {
 #endif
 }
 
+// A peer that has not arrived after this long never will (its op failed to launch, or its host
+// stopped queueing): the kernel traps, so the step fails with an error instead of every rank
+// waiting for ever. Far above any legitimate skew between the ranks' launches.
+constexpr unsigned long long kBarrierTimeoutNs = 120ull * 1000 * 1000 * 1000;
+
+// Traps once kBarrierTimeoutNs have passed since `start_ns` (0: the first call, which starts the
+// clock). HIP: never (wall_clock64's rate is the device's own; not wired yet).
+__device__ __forceinline__ void trap_after_timeout(unsigned long long& start_ns) {
+#if defined(TESSERA_CUDA)
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  if (start_ns == 0) start_ns = now;
+  if (now - start_ns > kBarrierTimeoutNs) __trap();
+#else
+  (void)start_ns;
+#endif
+}
+
 // Block b's barrier over the ranks at `target` (its epoch + 1): the block's writes before it are
 // visible to every rank's block b after it. A peer may already be one op further (its flag then
 // reads target + 1): not less is enough.
@@ -73,7 +91,9 @@ __device__ __forceinline__ void rank_barrier(const OneShotPeers& peers, int rank
   if (threadIdx.x < world) {
     store_release_system(peers.flags[threadIdx.x] + rank * kOneShotMaxBlocks + b, target);
     const uint32_t* from = peers.flags[rank] + threadIdx.x * kOneShotMaxBlocks + b;
-    while (static_cast<int32_t>(load_acquire_system(from) - target) < 0) {
+    unsigned long long start_ns = 0;
+    for (uint32_t spins = 1; static_cast<int32_t>(load_acquire_system(from) - target) < 0; ++spins) {
+      if (spins % 4096 == 0) trap_after_timeout(start_ns);
     }
   }
   __syncthreads();

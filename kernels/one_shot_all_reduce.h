@@ -20,8 +20,10 @@
 // shares the staging, flags and epochs (and so the grid) with the plain one.
 //
 // The barrier spins: every rank's op must be queued, and each rank's blocks must be resident
-// together (blocks <= the SM count), or it waits for ever. Launched overlapping the previous
-// kernel (launch.h): the wait for it comes first, so the launch's latency is hidden, not the work.
+// together (blocks <= the SM count); on CUDA a peer missing for 2 minutes makes the kernel trap
+// (the step then fails with a launch error) rather than wait for ever. Launched overlapping the
+// previous kernel (launch.h): the wait for it comes first, so the launch's latency is hidden, not
+// the work.
 #pragma once
 
 #include <cstddef>
