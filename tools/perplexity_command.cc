@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/model_instance.h"
 #include "runtime/perplexity.h"
@@ -32,13 +33,12 @@ constexpr char kUsage[] =
     "      --context N             tokens in a window (default 1024, at most the model's)\n"
     "      --stride N              tokens between windows (default context / 2)\n"
     "      --max-tokens N          score only the text's first N tokens (default all)\n"
-    "      --json PATH             write the result as JSON\n"
-    "%s";
+    "      --json PATH             write the result as JSON\n";
+constexpr char kCommand[] = "perplexity";
 
-int fail(const absl::Status& status) {
-  std::fprintf(stderr, "tessera perplexity: %s\n", std::string(status.message()).c_str());
-  return 1;
-}
+// A bad flag or input (exit 2), or a failure while loading or scoring (exit 1).
+int usage_error(const absl::Status& status) { return report_error(kCommand, status, kExitUsage); }
+int fail(const absl::Status& status) { return report_error(kCommand, status); }
 
 absl::StatusOr<std::string> read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -56,25 +56,22 @@ int perplexity_command(int argc, char** argv) {
       argc, argv,
       merge_flags({{"model", "text", "context", "stride", "max-tokens", "json"}, instance_flags()}),
       {"help"});
-  if (!args.ok()) return fail(args.status());
-  if (args->has("help")) {
-    std::printf(kUsage, kInstanceFlagsUsage);
-    return 0;
-  }
+  if (!args.ok()) return usage_error(args.status());
+  if (args->has("help")) return print_usage(absl::StrCat(kUsage, kInstanceFlagsUsage));
   if (!args->positional().empty()) {
-    return fail(absl::InvalidArgumentError("takes no arguments besides flags"));
+    return usage_error(absl::InvalidArgumentError("takes no arguments besides flags"));
   }
   const std::string model_path = args->get("model"), text_path = args->get("text");
-  if (model_path.empty()) return fail(absl::InvalidArgumentError("--model PATH is required"));
-  if (text_path.empty()) return fail(absl::InvalidArgumentError("--text FILE is required"));
+  if (model_path.empty()) return usage_error(absl::InvalidArgumentError("--model PATH is required"));
+  if (text_path.empty()) return usage_error(absl::InvalidArgumentError("--text FILE is required"));
   auto context = args->get_int("context", 1024);
-  if (!context.ok()) return fail(context.status());
+  if (!context.ok()) return usage_error(context.status());
   auto stride = args->get_int("stride", *context / 2);
-  if (!stride.ok()) return fail(stride.status());
+  if (!stride.ok()) return usage_error(stride.status());
   auto max_tokens = args->get_int("max-tokens", 0);
-  if (!max_tokens.ok()) return fail(max_tokens.status());
+  if (!max_tokens.ok()) return usage_error(max_tokens.status());
   if (*context < 2 || *stride < 1 || *stride > *context || *max_tokens < 0) {
-    return fail(absl::InvalidArgumentError(absl::StrFormat(
+    return usage_error(absl::InvalidArgumentError(absl::StrFormat(
         "--context %d, --stride %d, --max-tokens %d: the context must be at least 2, the stride "
         "1 .. context, max-tokens 0 (all) or more",
         *context, *stride, *max_tokens)));
@@ -83,7 +80,7 @@ int perplexity_command(int argc, char** argv) {
   if (!text.ok()) return fail(text.status());
 
   auto options = instance_options(*args);
-  if (!options.ok()) return fail(options.status());
+  if (!options.ok()) return usage_error(options.status());
   options->engine.max_num_seqs = 1;
   options->engine.max_model_len = static_cast<int32_t>(*context);
   // Every row of a chunk may be scored: a step's tokens and logit rows alike.
@@ -93,6 +90,12 @@ int perplexity_command(int argc, char** argv) {
   auto instance = ModelInstance::load(model_path, *options);
   if (!instance.ok()) return fail(instance.status());
   ModelInstance& inst = **instance;
+  if (const int64_t positions = inst.config().max_position_embeddings;
+      positions > 0 && *context > positions) {
+    return usage_error(absl::InvalidArgumentError(absl::StrFormat(
+        "--context %d exceeds the model's %d positions (max_position_embeddings)", *context,
+        positions)));
+  }
 
   auto ids = inst.tokenizer().encode(*text);
   if (!ids.ok()) return fail(ids.status());

@@ -23,8 +23,7 @@ constexpr char kUsage[] =
     "      --chat                  render PROMPT as a user message with the model's chat template\n"
     "      --max-tokens N          tokens to generate at most (default 256)\n"
     "      --temperature T         0 = greedy (default 0.7)\n"
-    "      --top-k K, --top-p P, --min-p P, --seed S   sampling (seed: same seed, same output)\n"
-    "%s";
+    "      --top-k K, --top-p P, --min-p P, --seed S   sampling (seed: same seed, same output)\n";
 
 int fail(const absl::Status& status) {
   std::fprintf(stderr, "tessera run: %s\n", std::string(status.message()).c_str());
@@ -54,10 +53,7 @@ int run_command(int argc, char** argv) {
   auto args = Args::parse(argc, argv, merge_flags({{"model"}, instance_flags(), sampling_value_flags()}),
                           {"chat", "help"});
   if (!args.ok()) return fail(args.status());
-  if (args->has("help")) {
-    std::printf(kUsage, kInstanceFlagsUsage);
-    return 0;
-  }
+  if (args->has("help")) return print_usage(absl::StrCat(kUsage, kInstanceFlagsUsage));
   const std::string model_path = args->get("model");
   if (model_path.empty()) return fail(absl::InvalidArgumentError("--model PATH is required"));
   if (args->positional().size() != 1) {
