@@ -64,6 +64,7 @@
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
 #            as tessera's benchmark times)
+#   tp       (4 GPUs) tensor parallelism: see run_tp below (TP_PART=8b, the default, or 70b)
 #
 # SKIP_KERNEL_TESTS=1 leaves the GPU kernel tests out of a stage (~4 min on an H100) when the same
 # build's tests already ran in an earlier call.
@@ -71,7 +72,7 @@
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-stage=${1:?usage: scripts/gpu-check.sh kernels|attn|ab|families|families8b|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve|load [BUNDLE_DIR]}
+stage=${1:?usage: scripts/gpu-check.sh kernels|attn|ab|families|families8b|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve|load|tp [BUNDLE_DIR]}
 bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
@@ -225,6 +226,8 @@ start_server() {
   server_pid=$!
   wait_ready && return 0
   echo "tesserad $name did not become ready"; tail -5 "$out/tesserad_$name.log"; status=1
+  # A daemon still loading would answer the next layout's readiness probe on the same ports.
+  kill -KILL "$server_pid" 2> /dev/null; wait "$server_pid" 2> /dev/null
   return 1
 }
 stop_server() {
@@ -401,7 +404,7 @@ for c in json.load(open(sys.argv[1])):
 import json, math, sys
 one, *splits = (json.load(open(p)) for p in sys.argv[1:])
 n = len(one)
-print("split  prompt  tokens  greedy_same_prefix  forced_argmax_agree  logits_rel_err_vs_1gpu")
+print("split  prompt  tokens  greedy_same_prefix  forced_argmax_agree  misses_off_a_near_tie  logits_rel_err_vs_1gpu")
 ok = True
 for name, runs in zip(("TP2", "TP4"), splits):
     for i in range(n):
@@ -410,23 +413,37 @@ for name, runs in zip(("TP2", "TP4"), splits):
         agree = sum(x == y for x, y in zip(f["forced_argmax"], a["greedy"]))
         num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["logits"], b["logits"])))
         den = math.sqrt(sum(x * x for x in a["logits"]))
+        # A miss is excused where the split's own top-2 margin is within the noise between the two
+        # runs' logits (4x their RMS difference per logit): a near tie of this random model.
+        noise = num / math.sqrt(len(a["logits"]))
+        hard = sum(x != y and m >= 4 * noise
+                   for x, y, m in zip(f["forced_argmax"], a["greedy"], f["forced_margin"]))
         print(f"{name:5s}  {i:6d}  {len(a['ids']):6d}  {same:2d}/{len(a['greedy'])}"
-              f"               {agree:2d}/{len(a['greedy'])}                {num / den:.2e}")
+              f"               {agree:2d}/{len(a['greedy'])}                {hard:2d}"
+              f"                     {num / den:.2e}")
         # bf16 partial sums added in another order: bf16 noise (one GPU's own bf16 logits are
-        # ~5e-2 from fp32 on this model); a wrong split would be ~1.
-        ok &= num / den <= 1e-1 and agree >= len(a["greedy"]) - 4
+        # ~5e-2 from fp32 on this model); a wrong split would be ~1 and miss far from ties.
+        ok &= num / den <= 1e-1 and hard == 0
 sys.exit(0 if ok else 1)
 PY
     grep -h -B1 -A4 "tensor_parallel_size=" "$out"/tp_4.log | head -8
     grep -h "collectives" "$out"/tp_4.log | head -1
 }
 
-# `tessera bench all-reduce` over 4 and 2 GPUs.
+# `tessera bench all-reduce` over 4 and 2 GPUs, and the communicator tests (which need 2+ GPUs).
 tp_all_reduce() {
-  "$bundle/bin/tessera" bench all-reduce --devices 0,1,2,3 --json "$out/all_reduce_tp4.json" > "$out/all_reduce_tp4.log" 2>&1 \
-    && cat "$out/all_reduce_tp4.log" || { echo "bench all-reduce failed"; tail -5 "$out/all_reduce_tp4.log"; }
-  "$bundle/bin/tessera" bench all-reduce --devices 0,1 --json "$out/all_reduce_tp2.json" > "$out/all_reduce_tp2.log" 2>&1 \
-    && cat "$out/all_reduce_tp2.log" || { echo "bench all-reduce (2) failed"; tail -5 "$out/all_reduce_tp2.log"; }
+  local n
+  for n in 4 2; do
+    "$bundle/bin/tessera" bench all-reduce --devices "$(seq -s, 0 $((n - 1)))" \
+      --json "$out/all_reduce_tp$n.json" > "$out/all_reduce_tp$n.log" 2>&1 \
+      && cat "$out/all_reduce_tp$n.log" \
+      || { echo "bench all-reduce over $n GPUs failed"; tail -5 "$out/all_reduce_tp$n.log"; status=1; }
+  done
+  # The communicator's own tests need 2+ GPUs: this is the stage that has them.
+  timeout 300 "$bundle/bin/gpu_kernel_tests" --gtest_filter='*Communicator*' \
+    > "$out/communicator_tests.log" 2>&1 || status=1
+  grep -E '^\[ +(FAILED|PASSED|SKIPPED) +\]|Failure' "$out/communicator_tests.log" | head -12
+  grep -q '^\[  SKIPPED \]' "$out/communicator_tests.log" && { echo "communicator tests skipped"; status=1; }
 }
 
 # One rank's GEMMs of the 8B shape at each split, decode-sized.
