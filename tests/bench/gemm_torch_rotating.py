@@ -30,6 +30,14 @@ def mean_ms(fn, iters):
     return start.elapsed_time(stop) / iters
 
 
+def median_ms(fn):
+    """fn(i) timed after a warm-up call: ITERS sized to ~60 ms, the median of three means."""
+    fn(0)
+    estimate = mean_ms(fn, 1)
+    iters = max(1, min(1000, int(60.0 / max(estimate, 1e-3))))
+    return sorted(mean_ms(fn, iters) for _ in range(3))[1]
+
+
 def rotated_operands(m, n, k, l2):
     """(copies, ws, xs): bf16 operand sets of one GEMM, w in +-sqrt(3/k) and x in +-1, enough
     sets (at most 16) that they exceed twice the L2 cache."""
@@ -62,11 +70,7 @@ def main():
         for m in m_values:
             operand = n * k * 2 + m * k * 2 + m * n * 2
             copies, ws, xs = rotated_operands(m, n, k, l2)
-            fn = lambda i: F.linear(xs[i % copies], ws[i % copies])
-            fn(0)
-            estimate = mean_ms(fn, 1)
-            iters = max(1, min(1000, int(60.0 / max(estimate, 1e-3))))
-            ms = sorted(mean_ms(fn, iters) for _ in range(3))[1]
+            ms = median_ms(lambda i: F.linear(xs[i % copies], ws[i % copies]))
             gbs = operand / (ms * 1e-3) / 1e9
             tflops = 2.0 * m * n * k / (ms * 1e-3) / 1e12
             print(f"{name:8s} {m:5d} {copies:6d} {ms:9.4f} {gbs:6.0f} {tflops:8.1f}", flush=True)
