@@ -57,6 +57,11 @@ TEST(WeightLoaderTest, EveryRankLoadsItsVocabularySliceEvenWhenItIsAllPadding) {
     absl::StatusOr<Tensor> t =
         loader.load_row_slice(cpu, "w", s.first_vocab, s.vocab_real, s.vocab_rows, 2);
     ASSERT_TRUE(t.ok()) << "rank " << rank << ": " << t.status();
+    ASSERT_EQ(s.vocab_rows, 3) << "rank " << rank;
+    ASSERT_EQ(s.vocab_real, rank < 3 ? 3 : 0) << "rank " << rank;
+    ASSERT_EQ(t->rank, 2);
+    ASSERT_EQ(t->dim(0), 3);
+    ASSERT_EQ(t->dim(1), 2);
     for (int64_t r = 0; r < s.vocab_rows; ++r) {
       for (int64_t col = 0; col < 2; ++col) {
         const int64_t row = s.first_vocab + r;
