@@ -27,20 +27,10 @@
 #include "runtime/tuning/gemm_tuner.h"
 #include "runtime/tuning/results_file.h"
 #include "runtime/tuning/tuning_config.h"
+#include "tests/kernels/device_alloc.h"
 
 namespace tessera {
 namespace {
-
-struct GpuFree {
-  void operator()(void* p) const { (void)gpuFree(p); }
-};
-using DevicePtr = std::unique_ptr<void, GpuFree>;
-
-DevicePtr device_alloc(size_t bytes) {
-  void* p = nullptr;
-  EXPECT_EQ(gpuMalloc(&p, bytes), gpuSuccess);
-  return DevicePtr(p);
-}
 
 // The tolerance the reference check allows: the bf16 output's rounding (2^-8 relative) and the
 // accumulation order, on outputs of O(1) (x in +-1, w of variance 1/k).

@@ -18,6 +18,7 @@
 #include "base/half.h"
 #include "kernels/fp8_quantize.h"
 #include "kernels/gpu_backend.h"
+#include "tests/kernels/device_alloc.h"
 
 namespace tessera {
 namespace {
@@ -30,17 +31,6 @@ struct Param {
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   return std::string(info.param.f16 ? "f16" : "bf16") +
          (info.param.enc == Fp8Encoding::kE4M3FN ? "_e4m3fn" : "_e4m3fnuz");
-}
-
-struct GpuFree {
-  void operator()(void* p) const { (void)gpuFree(p); }
-};
-using DevicePtr = std::unique_ptr<void, GpuFree>;
-
-DevicePtr device_alloc(size_t bytes) {
-  void* p = nullptr;
-  EXPECT_EQ(gpuMalloc(&p, bytes < 1 ? 1 : bytes), gpuSuccess);
-  return DevicePtr(p);
 }
 
 class GpuFp8QuantizeTest : public ::testing::TestWithParam<Param> {
