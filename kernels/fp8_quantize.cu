@@ -53,15 +53,7 @@ __device__ __forceinline__ void load8(const T* x, float (&f)[kVec]) {
 
 // The largest of v over the block, on every thread; `shared` holds one value per warp.
 __device__ __forceinline__ uint32_t block_max(uint32_t v, uint32_t* shared) {
-  for (int m = kWarpSize / 2; m > 0; m >>= 1) v = max(v, shfl_xor(v, m));
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int n_warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  uint32_t out = 0;
-  for (int w = 0; w < n_warps; ++w) out = max(out, shared[w]);
-  __syncthreads();
-  return out;
+  return block_reduce(v, shared, 0u, MaxOp{});
 }
 
 // The largest |x[i]| of the elements this thread visits: first, first + stride, ... (in 8-element

@@ -256,18 +256,32 @@ __device__ __forceinline__ LaneMask warp_ballot(bool pred) {
 }
 __device__ __forceinline__ int lowest_lane(LaneMask m) { return __ffsll(static_cast<long long>(m)) - 1; }
 
-// The sum of v over the block's threads, on every thread; `shared` holds a float per warp. Every
+// op over v of every thread of the block, on every thread: a butterfly within each warp, then
+// the warps' results (in `shared`, one T per warp) folded in warp order from `identity`. Every
 // thread of the block calls it (it synchronizes the block twice).
-__device__ __forceinline__ float block_sum(float v, float* shared) {
-  for (int m = kWarpSize / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
+template <typename T, typename Op>
+__device__ __forceinline__ T block_reduce(T v, T* shared, T identity, Op op) {
+  for (int m = kWarpSize / 2; m > 0; m >>= 1) v = op(v, shfl_xor(v, m));
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int n_warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
   if (lane == 0) shared[warp] = v;
   __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < n_warps; ++w) total += shared[w];
+  T total = identity;
+  for (int w = 0; w < n_warps; ++w) total = op(total, shared[w]);
   __syncthreads();
   return total;
+}
+struct SumOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a > b ? a : b; }
+};
+// The sum of v over the block's threads, on every thread; `shared` holds a float per warp.
+__device__ __forceinline__ float block_sum(float v, float* shared) {
+  return block_reduce(v, shared, 0.0f, SumOp{});
 }
 
 // One fp32 product / sum / difference rounded on its own, never contracted into an fma with a
