@@ -143,6 +143,37 @@ __device__ __forceinline__ void staging_sources(const OneShotPeers& peers, int w
   }
 }
 
+// Pack p (16 bytes) of base: one vector access where base is 16-byte aligned (kVector), else
+// element by element. Which pack a thread handles never depends on kVector, so ranks whose
+// tensors differ in alignment still split the elements over their blocks alike (the barriers
+// pair block b with block b).
+template <typename T, bool kVector>
+__device__ __forceinline__ uint4 load_pack(const T* base, int64_t p) {
+  if constexpr (kVector) {
+    return reinterpret_cast<const uint4*>(base)[p];
+  } else {
+    constexpr int kElems = sizeof(uint4) / sizeof(T);
+    T e[kElems];
+#pragma unroll
+    for (int j = 0; j < kElems; ++j) e[j] = base[p * kElems + j];
+    uint4 v;
+    memcpy(&v, e, sizeof(v));
+    return v;
+  }
+}
+template <typename T, bool kVector>
+__device__ __forceinline__ void store_pack(T* base, int64_t p, const uint4& v) {
+  if constexpr (kVector) {
+    reinterpret_cast<uint4*>(base)[p] = v;
+  } else {
+    constexpr int kElems = sizeof(uint4) / sizeof(T);
+    T e[kElems];
+    memcpy(e, &v, sizeof(v));
+#pragma unroll
+    for (int j = 0; j < kElems; ++j) base[p * kElems + j] = e[j];
+  }
+}
+
 // kWorld: the number of ranks when known at compile time (2, 4, 8: the loads of every rank in
 // flight together), 0 for any other (`world` then).
 template <typename T, int kWorld, bool kVector>
@@ -157,14 +188,14 @@ __global__ void __launch_bounds__(kThreads)
   const uint32_t epoch = block_epoch(epochs, &epoch_shared);
   const size_t half = (epoch & 1u) * capacity;
   constexpr int kElems = Pack<T>::kElems;
-  const int64_t packs = kVector ? n / kElems : 0;
+  const int64_t packs = n / kElems;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(b) * blockDim.x + threadIdx.x;
 
   // 1. This rank's x into its staging half.
   char* own = static_cast<char*>(peers.staging[rank]) + half;
   for (int64_t p = first; p < packs; p += stride) {
-    reinterpret_cast<uint4*>(own)[p] = reinterpret_cast<const uint4*>(x)[p];
+    reinterpret_cast<uint4*>(own)[p] = load_pack<T, kVector>(x, p);
   }
   for (int64_t i = packs * kElems + first; i < n; i += stride) reinterpret_cast<T*>(own)[i] = x[i];
 
@@ -177,7 +208,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t p = first; p < packs; p += stride) {
     float acc[kElems];
     sum_pack<T, kWorld>(src, world, p, acc);
-    reinterpret_cast<uint4*>(x)[p] = Pack<T>::pack(acc);
+    store_pack<T, kVector>(x, p, Pack<T>::pack(acc));
   }
   for (int64_t i = packs * kElems + first; i < n; i += stride) {
     float acc = to_float(reinterpret_cast<const T*>(src[0])[i]);
@@ -191,7 +222,7 @@ __global__ void __launch_bounds__(kThreads)
 // b + gridDim.x, ... whole (the norm needs a row's every element). Each row's sum over the ranks
 // is rounded to T (what all_reduce_sum would store), added to the residual and rounded (what
 // rms_norm_kernel stores), and the row normalized as rms_norm_kernel does.
-template <typename T, int kWorld>
+template <typename T, int kWorld, bool kVector>
 __global__ void __launch_bounds__(kThreads)
     one_shot_add_rms_norm_kernel(const T* x, int64_t rows, int64_t cols, T* residual, const T* w,
                                  float eps, float weight_offset, T* out, int rank, int world,
@@ -210,17 +241,13 @@ __global__ void __launch_bounds__(kThreads)
   char* own = static_cast<char*>(peers.staging[rank]) + half;
   for (int64_t r = b; r < rows; r += gridDim.x) {
     for (int64_t p = threadIdx.x; p < row_packs; p += blockDim.x) {
-      reinterpret_cast<uint4*>(own)[r * row_packs + p] =
-          reinterpret_cast<const uint4*>(x)[r * row_packs + p];
+      reinterpret_cast<uint4*>(own)[r * row_packs + p] = load_pack<T, kVector>(x, r * row_packs + p);
     }
   }
   rank_barrier(peers, rank, world, epoch + 1);
 
   const char* src[kWorld != 0 ? kWorld : kOneShotMaxRanks];
   staging_sources(peers, world, half, src);
-  uint4* res = reinterpret_cast<uint4*>(residual);
-  const uint4* wp = reinterpret_cast<const uint4*>(w);
-  uint4* o = reinterpret_cast<uint4*>(out);
   for (int64_t r = b; r < rows; r += gridDim.x) {
     float sum_sq = 0.0f;
     for (int64_t p = threadIdx.x; p < row_packs; p += blockDim.x) {
@@ -228,11 +255,11 @@ __global__ void __launch_bounds__(kThreads)
       float acc[kElems], stream[kElems];
       sum_pack<T, kWorld>(src, world, i, acc);
       Pack<T>::unpack(Pack<T>::pack(acc), acc);  // x as all_reduce_sum stores it
-      Pack<T>::unpack(res[i], stream);
+      Pack<T>::unpack(load_pack<T, kVector>(residual, i), stream);
 #pragma unroll
       for (int e = 0; e < kElems; ++e) stream[e] = add_rn(stream[e], acc[e]);
       const uint4 stored = Pack<T>::pack(stream);
-      res[i] = stored;
+      store_pack<T, kVector>(residual, i, stored);
       Pack<T>::unpack(stored, stream);
 #pragma unroll
       for (int e = 0; e < kElems; ++e) sum_sq += stream[e] * stream[e];
@@ -241,24 +268,26 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t p = threadIdx.x; p < row_packs; p += blockDim.x) {
       const int64_t i = r * row_packs + p;
       float v[kElems], wv[kElems];
-      Pack<T>::unpack(res[i], v);  // this thread's own store above
-      Pack<T>::unpack(wp[p], wv);
+      Pack<T>::unpack(load_pack<T, kVector>(residual, i), v);  // this thread's own store above
+      Pack<T>::unpack(load_pack<T, kVector>(w, p), wv);
 #pragma unroll
       for (int e = 0; e < kElems; ++e) {
         // An offset of 0 multiplies by w itself, as rms_norm_kernel does.
         const float wi = weight_offset == 0.0f ? wv[e] : weight_offset + wv[e];
         v[e] = v[e] * inv_rms * wi;
       }
-      o[i] = Pack<T>::pack(v);
+      store_pack<T, kVector>(out, i, Pack<T>::pack(v));
     }
   }
   if (threadIdx.x == 0) epochs[b] = epoch + 1;
 }
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 template <typename T, int kWorld>
 gpuError_t launch_world(T* x, int64_t n, int rank, int world, const OneShotPeers& peers,
                         size_t capacity, uint32_t* epochs, int blocks, gpuStream_t stream) {
-  const bool vector = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  const bool vector = aligned16(x);
   return launch(vector ? one_shot_kernel<T, kWorld, true> : one_shot_kernel<T, kWorld, false>,
                 dim3(blocks), dim3(kThreads), 0, stream, x, n, rank, world, peers, capacity, epochs);
 }
@@ -267,12 +296,12 @@ template <typename T, int kWorld>
 gpuError_t launch_fused(const T* x, int64_t rows, int64_t cols, T* residual, const T* w, float eps,
                         float weight_offset, T* out, int rank, int world, const OneShotPeers& peers,
                         size_t capacity, uint32_t* epochs, int blocks, gpuStream_t stream) {
-  return launch(one_shot_add_rms_norm_kernel<T, kWorld>, dim3(blocks), dim3(kThreads), 0, stream,
-                x, rows, cols, residual, w, eps, weight_offset, out, rank, world, peers, capacity,
-                epochs);
+  const bool vector = aligned16(x) && aligned16(residual) && aligned16(w) && aligned16(out);
+  return launch(vector ? one_shot_add_rms_norm_kernel<T, kWorld, true>
+                       : one_shot_add_rms_norm_kernel<T, kWorld, false>,
+                dim3(blocks), dim3(kThreads), 0, stream, x, rows, cols, residual, w, eps,
+                weight_offset, out, rank, world, peers, capacity, epochs);
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
@@ -296,11 +325,9 @@ gpuError_t one_shot_all_reduce(T* x, int64_t n, int rank, int world, const OneSh
 }
 
 template <typename T>
-bool one_shot_add_rms_norm_fits(const T* x, int64_t rows, int64_t cols, const T* residual,
-                                const T* w, const T* out, size_t capacity) {
+bool one_shot_add_rms_norm_fits(int64_t rows, int64_t cols, size_t capacity) {
   return rows >= 0 && cols > 0 && cols % Pack<T>::kElems == 0 &&
-         static_cast<size_t>(rows) * static_cast<size_t>(cols) * sizeof(T) <= capacity &&
-         aligned16(x) && aligned16(residual) && aligned16(w) && aligned16(out);
+         static_cast<size_t>(rows) * static_cast<size_t>(cols) * sizeof(T) <= capacity;
 }
 
 template <typename T>
@@ -311,7 +338,7 @@ gpuError_t one_shot_all_reduce_add_rms_norm(const T* x, int64_t rows, int64_t co
                                             gpuStream_t stream) {
   if (world < 2 || world > kOneShotMaxRanks || rank < 0 || rank >= world || blocks < 1 ||
       blocks > kOneShotMaxBlocks ||
-      !one_shot_add_rms_norm_fits(x, rows, cols, residual, w, out, capacity)) {
+      !one_shot_add_rms_norm_fits<T>(rows, cols, capacity)) {
     return gpuErrorInvalidValue;
   }
   switch (world) {
@@ -331,8 +358,7 @@ gpuError_t one_shot_all_reduce_add_rms_norm(const T* x, int64_t rows, int64_t co
 }
 
 #define TESSERA_ONE_SHOT_FUSED(T)                                                                \
-  template bool one_shot_add_rms_norm_fits(const T*, int64_t, int64_t, const T*, const T*,       \
-                                           const T*, size_t);                                    \
+  template bool one_shot_add_rms_norm_fits<T>(int64_t, int64_t, size_t);                        \
   template gpuError_t one_shot_all_reduce_add_rms_norm(const T*, int64_t, int64_t, T*, const T*, \
                                                        float, float, T*, int, int,               \
                                                        const OneShotPeers&, size_t, uint32_t*,   \

@@ -51,11 +51,12 @@ gpuError_t one_shot_all_reduce(T* x, int64_t n, int rank, int world, const OneSh
 // residual += the sum over the ranks of x; out = rms_norm(residual) * (w + weight_offset) (0: w
 // itself), as all_reduce_sum then the backend's add_rms_norm compute it, rounding alike (the
 // norm's sum of squares is added in another order). x, residual, out [rows, cols], w [cols];
-// x is left as it was. T: gpu_bf16 or gpu_f16. Only where one_shot_add_rms_norm_fits: cols a
-// multiple of 8, every pointer 16-byte aligned, rows * cols * sizeof(T) <= capacity.
+// x is left as it was. T: gpu_bf16 or gpu_f16. Only where one_shot_add_rms_norm_fits, which
+// looks at the shape alone (cols a multiple of 8, rows * cols * sizeof(T) <= capacity), so every
+// rank answers alike; tensors that are not 16-byte aligned are read element by element, over
+// the same split of the rows.
 template <typename T>
-bool one_shot_add_rms_norm_fits(const T* x, int64_t rows, int64_t cols, const T* residual,
-                                const T* w, const T* out, size_t capacity);
+bool one_shot_add_rms_norm_fits(int64_t rows, int64_t cols, size_t capacity);
 template <typename T>
 gpuError_t one_shot_all_reduce_add_rms_norm(const T* x, int64_t rows, int64_t cols, T* residual,
                                             const T* w, float eps, float weight_offset, T* out,

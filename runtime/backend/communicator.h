@@ -37,9 +37,8 @@ class Communicator {
   // and then the backend's add_rms_norm(residual, x, w, norm, out) -- as one op, where this
   // implementation fuses them for these tensors: true when queued (x is left as it was). False,
   // doing nothing, where it does not; the caller then makes those two calls. Every rank of the
-  // group must give the same answer: it depends on the tensors' shapes, dtypes and alignment,
-  // which the ranks' identical allocations share. x, residual and out [rows, cols] in the
-  // compute dtype, contiguous; w [cols].
+  // group must give the same answer: it depends on the tensors' shapes and dtypes only. x,
+  // residual and out [rows, cols] in the compute dtype, contiguous; w [cols].
   virtual bool all_reduce_add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& w,
                                        NormSpec norm, const Tensor& out) = 0;
 
