@@ -35,9 +35,11 @@ std::vector<DeviceInfo> describe_stages(const std::vector<DeviceBackend>& device
 }
 
 // max_memory names devices; a stage of several allows each of them what the tightest cap says.
-std::map<int32_t, uint64_t> stage_max_memory(const std::map<int32_t, uint64_t>& per_device,
-                                             const std::vector<DeviceBackend>& devices,
-                                             int32_t ranks) {
+// A device no stage holds is refused here (the planner sees stages by their first device only,
+// so it could not tell a typo from a stage's other member).
+absl::StatusOr<std::map<int32_t, uint64_t>> stage_max_memory(
+    const std::map<int32_t, uint64_t>& per_device, const std::vector<DeviceBackend>& devices,
+    int32_t ranks) {
   if (ranks == 1) return per_device;
   std::map<int32_t, uint64_t> out;
   for (size_t g = 0; g + ranks <= devices.size(); g += static_cast<size_t>(ranks)) {
@@ -46,6 +48,17 @@ std::map<int32_t, uint64_t> stage_max_memory(const std::map<int32_t, uint64_t>& 
       if (cap == per_device.end()) continue;
       auto [it, fresh] = out.emplace(devices[g].ordinal, cap->second);
       if (!fresh) it->second = std::min(it->second, cap->second);
+    }
+  }
+  for (const auto& [device, bytes] : per_device) {
+    const bool listed = std::any_of(devices.begin(), devices.end(),
+                                    [device](const DeviceBackend& d) { return d.ordinal == device; });
+    if (!listed) {
+      std::string names;
+      for (const DeviceBackend& d : devices) names += (names.empty() ? "" : ", ") + std::to_string(d.ordinal);
+      return absl::InvalidArgumentError(str_cat("max_memory: device ", device,
+                                                " is not among the devices (", names,
+                                                "); give limits only for those"));
     }
   }
   return out;
@@ -123,7 +136,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   PlacementOptions placement;
   TESSERA_ASSIGN_OR_RETURN(placement.device_map, parse_device_map(options.device_map));
   TESSERA_ASSIGN_OR_RETURN(const auto max_memory, parse_max_memory(options.max_memory));
-  placement.max_memory = stage_max_memory(max_memory, backends, tp);
+  TESSERA_ASSIGN_OR_RETURN(placement.max_memory, stage_max_memory(max_memory, backends, tp));
   const ActivationBytes activations = StepRunner::activation_bytes(
       DecoderModel::activation_cost(config, dtype, tp), config.hidden_size, config.vocab_size,
       options.limits, execution, dtype);

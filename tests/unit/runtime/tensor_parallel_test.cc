@@ -156,6 +156,19 @@ TEST(TensorParallel, RefusesDevicesThatDoNotFormStages) {
       << m.status();
 }
 
+// A cap for a device no stage holds is a typo, refused as it is without tensor parallelism (the
+// planner sees stages by their first device only and could not tell).
+TEST(TensorParallel, RefusesAMaxMemoryForADeviceNotListed) {
+  InstanceOptions options = cpu_options(2, 2, DecodeGraphs::kOff);
+  options.max_memory = "1=1GiB,7=1GiB";
+  absl::StatusOr<std::unique_ptr<ModelInstance>> m =
+      ModelInstance::load(kFamilyFixtures / "llama" / "hf", options);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("max_memory: device 7 is not among the devices (0, 1, 2, 3)"),
+            std::string::npos)
+      << m.status();
+}
+
 TEST(TensorParallel, PlanTableSaysEachStagesRanksAndPerDeviceBytes) {
   std::unique_ptr<ModelInstance> m =
       load(kFamilyFixtures / "qwen3" / "hf", cpu_options(2, 2, DecodeGraphs::kOff));
