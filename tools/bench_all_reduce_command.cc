@@ -16,9 +16,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/dtype.h"
+#include "runtime/backend_factory.h"
 #include "runtime/placement/device_map.h"
 #include "runtime/placement/memory_size.h"
 #include "tools/cli_args.h"
@@ -37,7 +39,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tessera bench all-reduce [--devices 0,1,...] [--json PATH] [--sizes 4KiB,64KiB,1MiB,...]\n"
-    "                                [--dtype bf16|f16|f32] [--iterations N]\n"
+    "                                [--dtype bf16|fp16|fp32] [--iterations N]\n"
     "  Times the tensor-parallel all-reduce per message size (bytes; K and M suffixes are KiB\n"
     "  and MiB): NCCL, the one-shot peer-memory kernel, and which one the daemon would use.\n"
     "  --devices defaults to every visible GPU; TESSERA_ALL_REDUCE and TESSERA_NCCL_LIBRARY "
@@ -47,10 +49,9 @@ constexpr char kUsage[] =
 constexpr char kDefaultSizes[] =
     "4KiB,8KiB,16KiB,32KiB,64KiB,128KiB,256KiB,512KiB,1MiB,2MiB,4MiB,16MiB,64MiB";
 
-int fail(const absl::Status& s) {
-  std::fprintf(stderr, "tessera bench all-reduce: %s\n", std::string(s.message()).c_str());
-  return 1;
-}
+constexpr char kCommand[] = "bench all-reduce";
+int fail(const absl::Status& s) { return report_error(kCommand, s); }
+int usage_error(const absl::Status& s) { return report_error(kCommand, s, kExitUsage); }
 
 // Byte counts as the memory keys take them (parse_memory_size: "4KiB", "1MiB", "65536").
 absl::StatusOr<std::vector<size_t>> parse_sizes(const std::string& text) {
@@ -78,7 +79,8 @@ int run(std::vector<int32_t> devices, const std::string& json_path, const std::v
   }
   if (devices.size() < 2) {
     return fail(absl::FailedPreconditionError(absl::StrFormat(
-        "an all-reduce needs 2 GPUs or more; %d visible", GpuBackend::device_count())));
+        "an all-reduce needs 2 GPUs or more; %d %s", devices.size(),
+        devices.size() == static_cast<size_t>(GpuBackend::device_count()) ? "visible" : "listed")));
   }
   std::vector<std::unique_ptr<GpuBackend>> owned;
   std::vector<GpuBackend*> ranks;
@@ -146,7 +148,6 @@ int run(std::vector<int32_t> devices, const std::string& json_path, const std::v
                              {"sizes", rows}};
     std::ofstream(json_path) << report.dump(2) << "\n";
   }
-  comms->clear();  // before the backends
   return 0;
 }
 
@@ -157,28 +158,30 @@ int run(std::vector<int32_t> devices, const std::string& json_path, const std::v
 int bench_all_reduce_command(int argc, char** argv) {
   auto args =
       Args::parse(argc, argv, {"devices", "json", "sizes", "dtype", "iterations"}, {"help"});
-  if (!args.ok()) return fail(args.status());
+  if (!args.ok()) return usage_error(args.status());
   if (args->has("help")) return print_usage(kUsage);
   std::vector<int32_t> devices;
   if (args->has("devices")) {
     auto d = parse_devices(args->get("devices"));
-    if (!d.ok()) return fail(d.status());
+    if (!d.ok()) return usage_error(d.status());
     devices = *d;
   }
   auto sizes = parse_sizes(args->get("sizes", kDefaultSizes));
-  if (!sizes.ok()) return fail(sizes.status());
+  if (!sizes.ok()) return usage_error(sizes.status());
+  // The compute dtypes as --dtype names them elsewhere, and fp32 (the logit gathers').
   const std::string dtype_text = args->get("dtype", "bf16");
-  DType dtype = DType::kBF16;
-  if (dtype_text == "f16" || dtype_text == "fp16") {
-    dtype = DType::kF16;
-  } else if (dtype_text == "f32" || dtype_text == "fp32") {
-    dtype = DType::kF32;
-  } else if (dtype_text != "bf16") {
-    return fail(absl::InvalidArgumentError("--dtype: bf16, f16 or f32"));
+  DType dtype = DType::kF32;
+  if (dtype_text != "f32" && dtype_text != "fp32" && dtype_text != "float32") {
+    auto parsed = parse_gpu_dtype(dtype_text);
+    if (!parsed.ok()) {
+      return usage_error(absl::InvalidArgumentError(
+          absl::StrCat("--", parsed.status().message(), ", or fp32")));
+    }
+    dtype = *parsed;
   }
   auto iterations = args->get_int("iterations", 200);
-  if (!iterations.ok()) return fail(iterations.status());
-  if (*iterations < 1) return fail(absl::InvalidArgumentError("--iterations: at least 1"));
+  if (!iterations.ok()) return usage_error(iterations.status());
+  if (*iterations < 1) return usage_error(absl::InvalidArgumentError("--iterations: at least 1"));
 #if defined(TESSERA_WITH_GPU)
   return run(devices, args->get("json"), *sizes, dtype, static_cast<int>(*iterations));
 #else
