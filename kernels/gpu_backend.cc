@@ -668,7 +668,8 @@ uint64_t GpuBackend::solutions_version() const {
 
 void GpuBackend::release_graphs() {
   make_current();
-  (void)gpuStreamSynchronize(stream_);
+  // The recordings may be in flight; a failure here is the step's to report (synchronize()).
+  record_error(GPU_STATUS(gpuStreamSynchronize(stream_)));
   for (auto& [key, graph] : graphs_) drop_graph(graph);
   graphs_.clear();
 }

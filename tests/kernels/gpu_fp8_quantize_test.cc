@@ -133,6 +133,9 @@ TEST_P(GpuFp8QuantizeTest, PerTensorMatchesTheHostBitForBit) {
                                           static_cast<float*>(scale.get()), scratch.get(), stream_);
     });
     const float want_scale = gpu::fp8_scale_for_amax(host_amax(x, 0, count), enc());
+    // Not only the header's own formula: 37.5 (exact in bf16 and fp16) over the encoding's
+    // largest finite value, 448 (e4m3fn) or 240 (e4m3fnuz).
+    EXPECT_EQ(want_scale, 37.5f / (enc() == Fp8Encoding::kE4M3FN ? 448.0f : 240.0f));
     const float got_scale = download_float(scale.get());
     EXPECT_EQ(std::memcmp(&got_scale, &want_scale, 4), 0)
         << c.rows << "x" << c.cols << ": scale " << got_scale << ", host " << want_scale;
