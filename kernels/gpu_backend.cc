@@ -6,6 +6,7 @@
 
 #include "kernels/dequant_gpu.h"
 #include "kernels/element_dispatch.h"
+#include "kernels/fp8_quantize.h"
 #include "base/dtype.h"
 #include "base/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -86,6 +87,9 @@ absl::Status GpuBackend::init() {
   GPU_CHECK(gpuGetDeviceProperties(&prop, device_));
   name_ = str_cat("gpu:", device_, " (", prop.name, ")");
   multiprocessors_ = prop.multiProcessorCount;
+#if defined(TESSERA_CUDA)
+  compute_capability_ = prop.major * 10 + prop.minor;
+#endif
   GPU_CHECK(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking));
   GPU_CHECK(gpuEventCreateWithFlags(&step_mem_.copied, gpuEventDisableTiming));
   GPU_CHECK(gpuEventCreateWithFlags(&graph_step_mem_.copied, gpuEventDisableTiming));
@@ -108,6 +112,7 @@ GpuBackend::~GpuBackend() {
   if (scratch_ != nullptr) (void)gpuFree(scratch_);
   if (first_non_finite_ != nullptr) (void)gpuFree(first_non_finite_);
   if (decode_part_ != nullptr) (void)gpuFree(decode_part_);
+  if (fp8_activations_ != nullptr) (void)gpuFree(fp8_activations_);
   for (StepMemory* mem : {&step_mem_, &graph_step_mem_}) {
     free_step_memory(*mem);
     if (mem->copied != nullptr) (void)gpuEventDestroy(mem->copied);
@@ -499,6 +504,7 @@ void GpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Ten
 }
 
 void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
+  if (w.dtype == DType::kF8_E4M3) return linear_fp8(x, w, out);
   if (!check_dtype(x, dtype_, "linear", "x") || !check_dtype(w, dtype_, "linear", "w")) {
     return;
   }
@@ -515,6 +521,87 @@ void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
       gemm_solutions_ != nullptr ? gemm_solution_cache_.solution(*gemm_, *gemm_solutions_, shape)
                                  : kDefault;
   record_error(gemm_->run(solution, shape, x.data, w.data, out.data, stream_));
+}
+
+absl::Status GpuBackend::supports(Quantization q) const {
+  if (q == Quantization::kNone) return absl::OkStatus();
+#if defined(TESSERA_CUDA)
+  if (compute_capability_ >= 89) return absl::OkStatus();
+  return absl::FailedPreconditionError(str_cat(
+      "quantization: fp8 needs FP8 tensor cores (compute capability 8.9 or later); ", name_,
+      " has ", compute_capability_ / 10, ".", compute_capability_ % 10));
+#else
+  return absl::FailedPreconditionError(str_cat(
+      "quantization: fp8 is not available on ROCm yet (", name_,
+      "): the hipBLASLt FP8 path is built but has not run on a CDNA3 GPU"));
+#endif
+}
+
+void GpuBackend::quantize_fp8(const Tensor& w, const Tensor& codes, const Tensor& scale) {
+  if (absl::Status s = supports(Quantization::kFp8); !s.ok()) return record_error(s);
+  if (!check_dtype(w, dtype_, "quantize_fp8", "w") ||
+      !check_dtype(codes, DType::kF8_E4M3, "quantize_fp8", "codes") ||
+      !check_dtype(scale, DType::kF32, "quantize_fp8", "scale")) {
+    return;
+  }
+  if (codes.numel() != w.numel() || scale.numel() != 1) {
+    return record_error(absl::InvalidArgumentError(str_cat(
+        name_, ": quantize_fp8: codes hold ", codes.numel(), " elements and scale ",
+        scale.numel(), " for a w of ", w.numel(), " (want the same, and 1)")));
+  }
+  make_current();
+  // The per-tensor quantization's scratch sits after the activations' codes.
+  if (absl::Status s = ensure_fp8_activations(1); !s.ok()) return record_error(std::move(s));
+  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::quantize_fp8_per_tensor(elements<T>(w), w.numel(),
+                                        gpu::fp8_encoding_of(gpu::fp8_gemm_dtype()),
+                                        codes.as<uint8_t>(), scale.as<float>(),
+                                        fp8_activations_ + fp8_activation_bytes_ + kFp8ScaleBytes,
+                                        stream_);
+  })));
+}
+
+absl::Status GpuBackend::ensure_fp8_activations(size_t bytes) {
+  if (fp8_activations_ != nullptr && bytes <= fp8_activation_bytes_) return absl::OkStatus();
+  if (fp8_activations_ != nullptr) {
+    GPU_CHECK(gpuStreamSynchronize(stream_));
+    GPU_CHECK(gpuFree(fp8_activations_));
+    fp8_activations_ = nullptr;
+    ++graph_generation_;  // recordings point at the old buffer
+  }
+  // Codes rounded up to 256 bytes, then the scale, then the quantization's scratch.
+  const size_t want = (std::max(bytes, 2 * fp8_activation_bytes_) + 255) / 256 * 256;
+  GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&fp8_activations_),
+                      want + kFp8ScaleBytes + gpu::kFp8PerTensorScratchBytes));
+  fp8_activation_bytes_ = want;
+  return absl::OkStatus();
+}
+
+void GpuBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& out) {
+  if (w.scale == nullptr) {
+    return record_error(absl::InvalidArgumentError(
+        str_cat(name_, ": linear: an FP8 weight without its scale")));
+  }
+  if (!check_dtype(x, dtype_, "linear", "x") || !check_dtype(out, dtype_, "linear", "out")) return;
+  const gpu::GemmShape shape{x.dim(0), w.dim(0), w.dim(1), gpu::fp8_gemm_dtype(),
+                             gemm_dtype_of(dtype_)};
+  if (shape.m == 0) return;
+  if (absl::Status s = ensure_fp8_activations(static_cast<size_t>(shape.m * shape.k)); !s.ok()) {
+    return record_error(std::move(s));
+  }
+  float* const x_scale = reinterpret_cast<float*>(fp8_activations_ + fp8_activation_bytes_);
+  void* const scratch = fp8_activations_ + fp8_activation_bytes_ + kFp8ScaleBytes;
+  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    return gpu::quantize_fp8_per_tensor(elements<T>(x), shape.m * shape.k,
+                                        gpu::fp8_encoding_of(shape.dtype), fp8_activations_,
+                                        x_scale, scratch, stream_);
+  })));
+  static const gpu::Gemm::Solution kDefault;
+  const gpu::Gemm::Solution& solution =
+      gemm_solutions_ != nullptr ? gemm_solution_cache_.solution(*gemm_, *gemm_solutions_, shape)
+                                 : kDefault;
+  record_error(gemm_->run(solution, shape, fp8_activations_, w.data, out.data, stream_,
+                          gpu::GemmScales{.x = x_scale, .w = w.scale}));
 }
 
 void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,

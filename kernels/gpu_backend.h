@@ -47,6 +47,8 @@ class GpuBackend final : public Backend {
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, NormSpec norm,
                     const Tensor& out) override;
   void linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  absl::Status supports(Quantization q) const override;
+  void quantize_fp8(const Tensor& w, const Tensor& codes, const Tensor& scale) override;
   void rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
                       const QkvPrologue& prologue, const KvLayerView& cache) override;
   void attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
@@ -100,6 +102,10 @@ class GpuBackend final : public Backend {
                                              const Tensor& dst);
   // Grows the split-KV decode partials (fp32) to at least `floats`.
   absl::Status ensure_decode_workspace(size_t floats);
+  // Grows the FP8 activations' codes to at least `bytes` (with their scale and its scratch).
+  absl::Status ensure_fp8_activations(size_t bytes);
+  // out = x @ w^T with w FP8: x quantized per tensor into the FP8 activations, a scaled GEMM.
+  void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& out);
 
   // A step's int32 metadata: pinned host staging, its device twin, and the event of the last
   // upload (the staging is not rewritten before that copy has left it).
@@ -131,6 +137,7 @@ class GpuBackend final : public Backend {
   DType dtype_;  // kBF16 or kF16
   std::string name_;
   int multiprocessors_ = 1;
+  int compute_capability_ = 0;  // major * 10 + minor (HIP: 0)
   gpuStream_t stream_ = nullptr;
   std::unique_ptr<gpu::Gemm> gemm_;
   std::unique_ptr<gpu::GpuTunableGemm> tunable_gemm_;  // on gemm_ and stream_
@@ -142,6 +149,11 @@ class GpuBackend final : public Backend {
   size_t pinned_bytes_ = 0;
   float* scratch_ = nullptr;
   unsigned long long* first_non_finite_ = nullptr;  // the weight check's word (device memory)
+  // FP8 linear: the activations' codes, then (at fp8_scale_offset_) their scale and the
+  // per-tensor quantization's scratch; grown in a direct run, never while a graph records.
+  uint8_t* fp8_activations_ = nullptr;
+  size_t fp8_activation_bytes_ = 0;
+  static constexpr size_t kFp8ScaleBytes = 256;  // the scale's slot (keeps the scratch aligned)
   static constexpr size_t kScratchFloats = size_t{8} << 20;  // 32 MiB
 
   // Eager steps' metadata (moves when it grows) and graph steps' (growing it bumps

@@ -23,6 +23,7 @@
 #include "runtime/backend/step_batch.h"
 #include "runtime/backend/tensor.h"
 #include "runtime/backend/tunable_gemm.h"
+#include "runtime/backend/quantization.h"
 
 namespace tessera {
 
@@ -103,8 +104,20 @@ class Backend {
   // residual += x; out = rms_norm(residual) * (offset + w)     fused residual add
   virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w,
                             NormSpec norm, const Tensor& out) = 0;
-  // out[m, n] = x[m, k] @ w[n, k]^T (out may be fp32 while x and w are the compute dtype)
+  // out[m, n] = x[m, k] @ w[n, k]^T (out may be fp32 while x and w are the compute dtype). w may
+  // be FP8 (kF8_E4M3 with its scale) where supports() accepts kFp8: x is then quantized per
+  // tensor on the way in and out is the compute dtype.
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
+  // OK where this backend stores and multiplies weights as `q` says; otherwise why not, naming
+  // the backend or device (kNone is always supported).
+  virtual absl::Status supports(Quantization q) const {
+    if (q == Quantization::kNone) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        name() + " has no FP8 weights (quantization: fp8 needs a GPU with FP8 tensor cores)");
+  }
+  // codes [n, k] (kF8_E4M3) = w [n, k] (compute dtype) / *scale, scale [1] (fp32) = max |w| over
+  // the largest finite FP8 value: one scale per tensor. Where supports(kFp8).
+  virtual void quantize_fp8(const Tensor& w, const Tensor& codes, const Tensor& scale);
   // Applies `prologue` to each token's q, k and v in place, rotates the q and k parts (RoPE at
   // each token's position with inv_freq [head_dim / 2], dimensions paired as shape.rope_style
   // says), then writes k and v into the cache at the step's slot mapping (a slot < 0 is

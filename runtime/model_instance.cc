@@ -132,6 +132,10 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
     return absl::InvalidArgumentError(str_cat("tensor_parallel_size: ", tp, " does not divide the ",
                                               backends.size(), " devices listed into stages"));
   }
+  // quantization: every device must keep its weights that way (refused before any is read).
+  for (const DeviceBackend& d : backends) {
+    TESSERA_RETURN_IF_ERROR(d.backend->supports(options.quantization));
+  }
   const DType dtype = backends.front().backend->compute_dtype();
   PlacementOptions placement;
   TESSERA_ASSIGN_OR_RETURN(placement.device_map, parse_device_map(options.device_map));
@@ -145,7 +149,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   placement.kv_reserve_bytes = options.kv_reserve_bytes;
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
-                           plan_placement(DecoderModel::footprint(config, dtype, tp),
+                           plan_placement(DecoderModel::footprint(config, dtype, tp, options.quantization),
                                           describe_stages(backends, tp), placement));
   inst->plan_.tensor_parallel_size = tp;
   inst->plan_.weight_bytes *= static_cast<uint64_t>(tp);
@@ -182,7 +186,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
     segments.push_back(std::move(seg));
   }
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DecoderModel> family,
-                           DecoderModel::load(inst->files_.weights(), segments));
+                           DecoderModel::load(inst->files_.weights(), segments, options.quantization));
   inst->family_ = family.get();
   TESSERA_ASSIGN_OR_RETURN(inst->runner_, StepRunner::create(std::move(family), segments,
                                                              options.limits, execution));

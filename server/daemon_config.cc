@@ -262,6 +262,12 @@ const std::vector<KeySpec>& specs() {
                    return true;
                  },
                  [](const DaemonConfig& c) { return c.dtype; }});
+    s.push_back(enum_key("quantization", "one of none, fp8",
+                         "the decoder layers' linear weights kept in FP8 (e4m3, one scale per "
+                         "tensor, quantized at load); embeddings, norms and lm_head stay in dtype. "
+                         "Needs a GPU with FP8 tensor cores (compute capability 8.9+): refused "
+                         "at start elsewhere",
+                         &DaemonConfig::quantization, {"none", "fp8"}));
     s.push_back(int_key("threads", "an integer in [0, 1024] (0 = every core)",
                         "CPU backend threads", &DaemonConfig::threads, 0, 1024));
     s.push_back(string_key("devices", "device ordinals in pipeline order (e.g. 0,1), all, or empty (gpu_device alone)",

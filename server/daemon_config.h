@@ -31,6 +31,7 @@ struct DaemonConfig {
   std::string backend = "auto";  // auto (GPU if visible, else CPU), cpu, or gpu (required)
   int32_t gpu_device = 0;          // GPU ordinal for the GPU backend
   std::string dtype = "bfloat16";  // GPU compute dtype: bfloat16 or float16 (CPU: float32)
+  std::string quantization = "none";  // none or fp8: the decoder's linear weights in FP8
   int32_t threads = 0;   // CPU backend threads; 0 = every core
 
   // Placement over several devices (docs/architecture.md, "Placement").

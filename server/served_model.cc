@@ -43,6 +43,8 @@ InstanceOptions instance_options(const DaemonConfig& config) {
   }
   options.device_map = config.device_map;
   options.tensor_parallel_size = config.tensor_parallel_size;
+  // daemon_config validated the name.
+  options.quantization = parse_quantization(config.quantization).value_or(Quantization::kNone);
   options.max_memory = config.max_memory;
   options.kv_reserve_bytes = static_cast<uint64_t>(config.kv_reserve);
   options.execution.micro_batches = config.micro_batches;

@@ -7,7 +7,8 @@ namespace tessera::cli {
 const std::set<std::string>& instance_flags() {
   static const std::set<std::string> flags = {
       "threads",    "backend",    "gpu-device",           "dtype",         "devices",
-      "device-map", "max-memory", "tensor-parallel-size", "micro-batches", "decode-graphs"};
+      "device-map", "max-memory", "tensor-parallel-size", "micro-batches", "decode-graphs",
+      "quantization"};
   return flags;
 }
 
@@ -20,6 +21,8 @@ const char kInstanceFlagsUsage[] =
     "      --device-map MAP        auto, balanced, balanced_low_0, sequential, or prefix=device,...\n"
     "      --max-memory CAPS       per-device memory caps, e.g. 0=20GiB,1=20GiB\n"
     "      --tensor-parallel-size N  split every layer over N devices (default 1)\n"
+    "      --quantization Q        none, or fp8: the decoder's linear weights in FP8 (GPU,\n"
+    "                              compute capability 8.9+)\n"
     "      --micro-batches N       parts a large step flows through the devices in (default 2)\n"
     "      --decode-graphs auto|off  replay decode steps as recorded GPU graphs (default auto)\n"
     "      --threads N             CPU threads (default: every core)\n";
@@ -50,6 +53,9 @@ absl::StatusOr<InstanceOptions> instance_options(const Args& args) {
   auto tensor_parallel = args.get_int("tensor-parallel-size", 1);
   if (!tensor_parallel.ok()) return tensor_parallel.status();
   options.tensor_parallel_size = static_cast<int32_t>(*tensor_parallel);
+  auto quantization = parse_quantization(args.get("quantization", "none"));
+  if (!quantization.ok()) return quantization.status();
+  options.quantization = *quantization;
   auto micro_batches = args.get_int("micro-batches", 2);
   if (!micro_batches.ok()) return micro_batches.status();
   options.execution.micro_batches = static_cast<int32_t>(*micro_batches);

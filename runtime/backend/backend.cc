@@ -12,6 +12,10 @@ bool Backend::check_dtype(const Tensor& t, DType want, const char* op, const cha
   return false;
 }
 
+void Backend::quantize_fp8(const Tensor&, const Tensor&, const Tensor&) {
+  record_error(supports(Quantization::kFp8));
+}
+
 void Backend::record_error(absl::Status s) {
   if (!s.ok() && step_error_.ok()) step_error_ = std::move(s);
 }

@@ -20,6 +20,7 @@ constexpr size_t element_size(DType t) {
     case DType::kI32: return 4;
     case DType::kF16: return 2;
     case DType::kBF16: return 2;
+    case DType::kF8_E4M3: return 1;  // FP8 weights (e4m3 codes in the device's encoding)
     default: return 0;  // block-quantized types are never dense tensors
   }
 }
@@ -31,6 +32,9 @@ struct Tensor {
   DType dtype = DType::kF32;
   int rank = 0;
   std::array<int64_t, kMaxRank> shape{};  // outermost first
+  // FP8 tensors only: the fp32 scalar, in the same backend's memory, that dequantizes them
+  // (value = code * *scale).
+  const float* scale = nullptr;
 
   Tensor() = default;
   Tensor(void* data, DType dtype, std::initializer_list<int64_t> dims) : data(data), dtype(dtype) {

@@ -1,5 +1,7 @@
 #include "runtime/model/decoder_layer.h"
 
+#include <utility>
+
 #include "base/status_macros.h"
 
 namespace tessera {
@@ -87,6 +89,50 @@ absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b
   TESSERA_ASSIGN_OR_RETURN(l.down, loader.load_parts(b, {cols(name("mlp.down_proj.weight"), i_first, inter)},
                                                      {h, inter}));
   return l;
+}
+
+int64_t decoder_layer_linear_elements(const ModelConfig& c, const TensorParallelShard& shard) {
+  const int64_t h = c.hidden_size, d = c.head_dim;
+  const int64_t qkv_rows = (shard.heads + 2 * shard.kv_heads) * d;
+  return qkv_rows * h + h * shard.heads * d + 3 * shard.intermediate * h;
+}
+
+absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend& b,
+                                            TensorArena& arena, size_t* bytes) {
+  DecoderLayer kept;
+  auto quantized = [&](const Tensor& w, Tensor& out) -> absl::Status {
+    TESSERA_ASSIGN_OR_RETURN(out, arena.allocate(b, DType::kF8_E4M3, {w.dim(0), w.dim(1)}));
+    TESSERA_ASSIGN_OR_RETURN(const Tensor scale, arena.allocate(b, DType::kF32, {1}));
+    b.quantize_fp8(w, out, scale);
+    out.scale = scale.as<float>();
+    *bytes += out.nbytes() + scale.nbytes();
+    return absl::OkStatus();
+  };
+  auto copied = [&](const Tensor& t, Tensor& out) -> absl::Status {
+    if (t.data == nullptr) return absl::OkStatus();  // not in this family
+    TESSERA_ASSIGN_OR_RETURN(out, arena.allocate(b, t.dtype, {t.numel()}));
+    out.rank = t.rank;
+    out.shape = t.shape;
+    b.copy_to(b, out.data, t.data, t.nbytes());
+    *bytes += t.nbytes();
+    return absl::OkStatus();
+  };
+  TESSERA_RETURN_IF_ERROR(quantized(staged.qkv, kept.qkv));
+  TESSERA_RETURN_IF_ERROR(quantized(staged.o, kept.o));
+  TESSERA_RETURN_IF_ERROR(quantized(staged.gate_up, kept.gate_up));
+  TESSERA_RETURN_IF_ERROR(quantized(staged.down, kept.down));
+  for (auto [from, to] : {std::pair{&staged.input_layernorm, &kept.input_layernorm},
+                          std::pair{&staged.qkv_bias, &kept.qkv_bias},
+                          std::pair{&staged.q_norm, &kept.q_norm},
+                          std::pair{&staged.k_norm, &kept.k_norm},
+                          std::pair{&staged.post_attention_layernorm, &kept.post_attention_layernorm},
+                          std::pair{&staged.pre_feedforward_layernorm, &kept.pre_feedforward_layernorm},
+                          std::pair{&staged.post_feedforward_layernorm, &kept.post_feedforward_layernorm}}) {
+    TESSERA_RETURN_IF_ERROR(copied(*from, *to));
+  }
+  // The staged tensors are freed after this returns: the device must be done with them.
+  TESSERA_RETURN_IF_ERROR(b.synchronize());
+  return kept;
 }
 
 int64_t decoder_layer_elements(const ModelConfig& c, const TensorParallelShard& shard) {

@@ -37,5 +37,14 @@ absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b
 
 // Elements of `shard`'s part of one layer's weights, as load_decoder_layer() stores them.
 int64_t decoder_layer_elements(const ModelConfig& config, const TensorParallelShard& shard);
+// The elements of a layer's linear weights (qkv, o, gate_up, down): what quantization stores in
+// FP8.
+int64_t decoder_layer_linear_elements(const ModelConfig& config, const TensorParallelShard& shard);
+
+// `staged` (loaded in the compute dtype, in memory about to be freed) kept in `arena`: its linear
+// weights quantized to FP8 with one scale per tensor (Backend::quantize_fp8), every other tensor
+// copied. Adds the bytes kept to *bytes. Errors: the backend's (its synchronize()).
+absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend& backend,
+                                            TensorArena& arena, size_t* bytes);
 
 }  // namespace tessera

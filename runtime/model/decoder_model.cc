@@ -121,11 +121,17 @@ DecoderModel::DecoderModel(ModelConfig config) : config_(std::move(config)) {
 }
 
 absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::load(const WeightSource& weights,
-                                                                 std::vector<LayerSegment> segments) {
+                                                                 std::vector<LayerSegment> segments,
+                                                                 Quantization quantization) {
   const ModelConfig& config = weights.config();
   TESSERA_RETURN_IF_ERROR(config.validate());
   TESSERA_RETURN_IF_ERROR(validate_segments(segments, static_cast<int32_t>(config.num_layers)));
   TESSERA_RETURN_IF_ERROR(check_tensor_parallel(config, segments.front().num_ranks()));
+  for (const LayerSegment& seg : segments) {
+    for (int32_t r = 0; r < seg.num_ranks(); ++r) {
+      TESSERA_RETURN_IF_ERROR(seg.rank_backend(r).supports(quantization));
+    }
+  }
   std::unique_ptr<DecoderModel> model;
   const std::string& family = config.architecture;
   if (family == "gemma2" || family == "gemma3") {
@@ -138,17 +144,22 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::load(const WeightSou
                                               "' has no forward (supported: ",
                                               absl::StrJoin(supported_architectures(), ", "), ")"));
   }
-  TESSERA_RETURN_IF_ERROR(model->load_weights(weights, segments));
+  TESSERA_RETURN_IF_ERROR(model->load_weights(weights, segments, quantization));
   return model;
 }
 
-ModelFootprint DecoderModel::footprint(const ModelConfig& c, DType dtype, int32_t ranks) {
+ModelFootprint DecoderModel::footprint(const ModelConfig& c, DType dtype, int32_t ranks,
+                                       Quantization quantization) {
   const TensorParallelShard shard = tensor_parallel_shard(c, 0, ranks);
   const uint64_t es = element_size(dtype);
   ModelFootprint f;
   f.embedding_bytes = static_cast<uint64_t>(shard.vocab_rows * c.hidden_size) * es;
-  f.layer_bytes.assign(static_cast<size_t>(c.num_layers),
-                       static_cast<uint64_t>(decoder_layer_elements(c, shard)) * es);
+  const uint64_t all = static_cast<uint64_t>(decoder_layer_elements(c, shard));
+  const uint64_t linear = static_cast<uint64_t>(decoder_layer_linear_elements(c, shard));
+  // FP8: a byte per linear weight and a 4-byte scale for each of the four.
+  const uint64_t layer = quantization == Quantization::kFp8 ? (all - linear) * es + linear + 16
+                                                            : all * es;
+  f.layer_bytes.assign(static_cast<size_t>(c.num_layers), layer);
   f.final_norm_bytes = static_cast<uint64_t>(c.hidden_size) * es;
   f.tied_embeddings = c.tie_word_embeddings;
   f.lm_head_bytes = c.tie_word_embeddings ? 0 : f.embedding_bytes;
@@ -188,19 +199,22 @@ AttentionSpec DecoderModel::attention_spec(int32_t layer) const {
 }
 
 absl::Status DecoderModel::load_weights(const WeightSource& weights,
-                                        const std::vector<LayerSegment>& segments) {
+                                        const std::vector<LayerSegment>& segments,
+                                        Quantization quantization) {
   const int32_t ranks = segments.front().num_ranks();
   for (int32_t r = 0; r < ranks; ++r) shards_.push_back(tensor_parallel_shard(config_, r, ranks));
   ranks_.resize(static_cast<size_t>(ranks));
   stages_.assign(segments.size(), std::vector<Stage>(static_cast<size_t>(ranks)));
   WeightLoader loader(weights, arena_);
-  for (int32_t r = 0; r < ranks; ++r) TESSERA_RETURN_IF_ERROR(load_rank(loader, segments, r));
-  weight_bytes_ = loader.bytes_loaded();
+  for (int32_t r = 0; r < ranks; ++r) {
+    TESSERA_RETURN_IF_ERROR(load_rank(loader, segments, r, quantization));
+  }
+  weight_bytes_ += loader.bytes_loaded();
   return absl::OkStatus();
 }
 
 absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<LayerSegment>& segments,
-                                     int32_t rank) {
+                                     int32_t rank, Quantization quantization) {
   const ModelConfig& c = config_;
   const TensorParallelShard& shard = shards_[rank];
   const int64_t h = c.hidden_size;
@@ -229,7 +243,16 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
     const LayerSegment& seg = segments[s];
     Backend& b = seg.rank_backend(rank);
     for (int64_t i = seg.first_layer; i < seg.end_layer(); ++i) {
-      TESSERA_ASSIGN_OR_RETURN(w.layers[i], load_decoder_layer(loader, b, c, i, shard));
+      if (quantization == Quantization::kNone) {
+        TESSERA_ASSIGN_OR_RETURN(w.layers[i], load_decoder_layer(loader, b, c, i, shard));
+        continue;
+      }
+      // The layer in the compute dtype in memory of its own, then kept quantized.
+      TensorArena staging;
+      WeightLoader staged_loader(loader.weights(), staging);
+      TESSERA_ASSIGN_OR_RETURN(const DecoderLayer staged,
+                               load_decoder_layer(staged_loader, b, c, i, shard));
+      TESSERA_ASSIGN_OR_RETURN(w.layers[i], keep_layer_fp8(staged, b, arena_, &weight_bytes_));
     }
     Stage& stage = stages_[s][rank];
     const std::vector<float> inv_freq = rope_inv_freq(c);

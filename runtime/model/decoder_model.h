@@ -85,13 +85,18 @@ class DecoderModel : public StageModel {
   // (a copy of the embeddings there when they are tied and the devices differ). With several
   // tensor-parallel ranks each rank's backend takes its shard (tensor_parallel.h). An
   // architecture with no forward here is refused with the list of those that have one; a rank
-  // count that does not split the model, with the numbers.
-  static absl::StatusOr<std::unique_ptr<DecoderModel>> load(const WeightSource& weights,
-                                                            std::vector<LayerSegment> segments);
+  // count that does not split the model, with the numbers. With `quantization` kFp8 the decoder
+  // layers' linear weights are kept in FP8 (one scale per tensor; every backend must support it:
+  // Backend::supports), loaded a layer at a time in the compute dtype and quantized, so that
+  // only one layer's full-precision copy is ever resident beside the kept weights.
+  static absl::StatusOr<std::unique_ptr<DecoderModel>> load(
+      const WeightSource& weights, std::vector<LayerSegment> segments,
+      Quantization quantization = Quantization::kNone);
 
   // What load() and allocate_activations() place on each of `ranks` tensor-parallel ranks, in
-  // `dtype`, for the placement planner.
-  static ModelFootprint footprint(const ModelConfig& config, DType dtype, int32_t ranks = 1);
+  // `dtype` (the linear weights in FP8 with kFp8), for the placement planner.
+  static ModelFootprint footprint(const ModelConfig& config, DType dtype, int32_t ranks = 1,
+                                  Quantization quantization = Quantization::kNone);
   static ActivationCost activation_cost(const ModelConfig& config, DType dtype, int32_t ranks = 1);
 
   const ModelConfig& config() const { return config_; }
@@ -142,9 +147,10 @@ class DecoderModel : public StageModel {
     std::vector<DecoderLayer> layers;
   };
 
-  absl::Status load_weights(const WeightSource& weights, const std::vector<LayerSegment>& segments);
+  absl::Status load_weights(const WeightSource& weights, const std::vector<LayerSegment>& segments,
+                            Quantization quantization);
   absl::Status load_rank(WeightLoader& loader, const std::vector<LayerSegment>& segments,
-                         int32_t rank);
+                         int32_t rank, Quantization quantization);
   AttentionSpec attention_spec(int32_t layer) const;
 
   ModelConfig config_;

@@ -53,6 +53,7 @@ class WeightLoader {
                                         int64_t count, int64_t rows, int64_t cols);
   // Bytes of every tensor load() has placed.
   size_t bytes_loaded() const { return bytes_loaded_; }
+  const WeightSource& weights() const { return weights_; }
 
  private:
   const WeightSource& weights_;

@@ -59,6 +59,23 @@ TEST_F(DefaultModel, SeededSamplingIsTheSameOnTheDeviceAndOnTheHost) {
   EXPECT_NE(device, generate(*m, prompts, 16));  // and it did sample, not decode greedily
 }
 
+// FP8 weights need FP8 tensor cores: the CPU backend refuses them at start, naming itself and
+// the key, before a weight is read.
+TEST_F(DefaultModel, Fp8QuantizationIsRefusedOnTheCpu) {
+  InstanceOptions options;
+  options.backend.kind = BackendKind::kCpu;
+  options.quantization = Quantization::kFp8;
+  auto m = ModelInstance::load(TESSERA_DEFAULT_MODEL, options);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition) << m.status();
+  const std::string message(m.status().message());
+  EXPECT_NE(message.find("quantization: fp8"), std::string::npos) << message;
+  EXPECT_NE(message.find("cpu"), std::string::npos) << message;
+  EXPECT_EQ(*parse_quantization("none"), Quantization::kNone);
+  EXPECT_EQ(*parse_quantization("fp8"), Quantization::kFp8);
+  EXPECT_FALSE(parse_quantization("int4").ok());
+}
+
 TEST_F(DefaultModel, MissingFileAndDirectoryGiveClearErrors) {
   InstanceOptions options;
   auto missing = ModelInstance::load("/nonexistent/model.gguf", options);
