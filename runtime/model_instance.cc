@@ -196,7 +196,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   const ModelConfig one_rank = rank_config(config, tensor_parallel_shard(config, 0, tp));
   TESSERA_ASSIGN_OR_RETURN(
       inst->tuning_,
-      ModelTuning::attach(options.tuning, gemm_model_shape(one_rank, gemm_dtype_of(dtype)),
+      ModelTuning::attach(options.tuning, gemm_model_shape(one_rank, gemm_dtype_of(dtype), options.quantization),
                           WarmupLimits{options.limits.max_batch_tokens, options.limits.max_logit_rows},
                           std::move(tuning_devices)));
 

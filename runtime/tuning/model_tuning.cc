@@ -8,7 +8,8 @@
 
 namespace tessera {
 
-GemmModelShape gemm_model_shape(const ModelConfig& config, GemmDType dtype) {
+GemmModelShape gemm_model_shape(const ModelConfig& config, GemmDType dtype,
+                                Quantization quantization) {
   GemmModelShape s;
   s.hidden = config.hidden_size;
   s.intermediate = config.intermediate_size;
@@ -18,6 +19,7 @@ GemmModelShape gemm_model_shape(const ModelConfig& config, GemmDType dtype) {
   s.vocab = config.vocab_size;
   s.num_layers = config.num_layers;
   s.dtype = dtype;
+  if (quantization == Quantization::kFp8) s.layer_dtype = GemmDType::kF8E4M3FN;
   return s;
 }
 

@@ -52,7 +52,8 @@ struct GemmTuningStats {
 };
 
 // The dimensions of `config` that decide its GEMMs, in `dtype`.
-GemmModelShape gemm_model_shape(const ModelConfig& config, GemmDType dtype);
+GemmModelShape gemm_model_shape(const ModelConfig& config, GemmDType dtype,
+                                Quantization quantization = Quantization::kNone);
 
 class ModelTuning {
  public:

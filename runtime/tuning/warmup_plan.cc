@@ -105,8 +105,8 @@ absl::StatusOr<std::vector<WarmupGemm>> plan_warmup_gemms(const GemmModelShape& 
     if (layer_set.count(tokens) != 0) {
       for (const Projection& p : layer_projections) {
         add(p.name,
-            GemmSignature::for_linear(tokens, p.out_features, p.in_features, model.dtype,
-                                      model.dtype),
+            GemmSignature::for_linear(tokens, p.out_features, p.in_features,
+                                      model.layer_dtype.value_or(model.dtype), model.dtype),
             tokens, model.num_layers);
       }
     }

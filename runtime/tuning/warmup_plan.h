@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct GemmModelShape {
   int64_t vocab = 0;
   int64_t num_layers = 0;              // only for WarmupGemm::per_step
   GemmDType dtype = GemmDType::kBF16;  // weights and activations
+  // The decoder layers' linear GEMMs' inputs where they differ from `dtype`: an FP8 type when the
+  // weights are kept in FP8 (quantization: fp8; their output stays `dtype`). lm_head is `dtype`.
+  std::optional<GemmDType> layer_dtype;
 };
 
 // The step limits that bound the token counts (the engine's ForwardLimits).

@@ -87,6 +87,22 @@ TEST(WarmupPlan, Float16ModelsPlanHalfGemms) {
   for (const WarmupGemm& g : *plan) EXPECT_EQ(g.signature.dtype, GemmDType::kF16) << g.signature;
 }
 
+// quantization: fp8 -- the layers' GEMMs are scaled FP8 ones writing the compute dtype, lm_head
+// stays in it.
+TEST(WarmupPlan, Fp8LayersPlanScaledGemms) {
+  GemmModelShape m = llama3_8b();
+  m.layer_dtype = GemmDType::kF8E4M3FN;
+  absl::StatusOr<std::vector<WarmupGemm>> plan = plan_warmup_gemms(m, TokenBuckets{}, WarmupLimits{});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 38u * 4 + 9);
+  EXPECT_EQ((*plan)[0].signature.op_name(), "ScaledGemmTunableOp_Float8_e4m3fn_Float8_e4m3fn_BFloat16_TN");
+  EXPECT_EQ((*plan)[0].signature.out_dtype, GemmDType::kBF16);
+  for (const WarmupGemm& g : *plan) {
+    const bool head = g.used_by == "lm_head";
+    EXPECT_EQ(g.signature.dtype, head ? GemmDType::kBF16 : GemmDType::kF8E4M3FN) << g.signature;
+  }
+}
+
 TEST(WarmupPlan, SharedShapesMerge) {
   // hidden == H*D == intermediate: o_proj and down share [hidden, hidden].
   GemmModelShape m;
