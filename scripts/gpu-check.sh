@@ -755,7 +755,68 @@ run_load() {
   fi
 }
 
+# Issue 18 (FP8 weights), one GPU: the FP8 kernel tests; the 8B-shaped model with `quantization:
+# fp8` against bf16 -- logits' error and bf16's greedy tokens forced through it, serve c=1 / 64 and
+# 256 streams of 128 / 128 both ways (same call: ratios); and, where the default model is on the
+# host (models/, ~98 MB: more than one call carries), its perplexity both ways on Debian's license
+# texts (base-files' /usr/share/common-licenses, six concatenated: ~35k tokens).
+run_fp8() {
+  timeout 300 "$bundle/bin/gpu_kernel_tests" --gtest_filter='*Fp8*' > "$out/fp8_kernel_tests.log" 2>&1 || status=1
+  grep -E '^\[ +(FAILED|PASSED) +\]|Failure' "$out/fp8_kernel_tests.log" | head -12
+  local model=/tmp/llama8b
+  MODEL=$model
+  python3 tests/reference/random_llama.py "$model" || { status=1; return; }
+  local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
+  TESSERA_BACKEND=gpu "$bundle/bin/dump_logits" "$model" "$out/fp8_bf16.json" "${prompts[@]}" \
+    > "$out/fp8_bf16.log" 2>&1 || { echo "dump_logits bf16 failed"; tail -5 "$out/fp8_bf16.log"; status=1; return; }
+  mapfile -t forced < <(python3 -c '
+import json, sys
+for c in json.load(open(sys.argv[1])):
+    print("ids:" + ",".join(map(str, c["ids"])) + "|" + ",".join(map(str, c["greedy"])))' "$out/fp8_bf16.json")
+  TESSERA_BACKEND=gpu TESSERA_QUANTIZATION=fp8 "$bundle/bin/dump_logits" "$model" "$out/fp8_fp8.json" \
+    "${prompts[@]}" "${forced[@]}" > "$out/fp8_fp8.log" 2>&1 \
+    || { echo "dump_logits fp8 failed"; tail -5 "$out/fp8_fp8.log"; status=1; return; }
+  python3 - "$out"/fp8_{bf16,fp8}.json <<'PY' || status=1
+import json, math, sys
+base, fp8 = (json.load(open(p)) for p in sys.argv[1:])
+n = len(base)
+print("prompt  tokens  greedy_same_prefix  forced_argmax_agree  logits_rel_err_vs_bf16")
+for i in range(n):
+    a, b, f = base[i], fp8[i], fp8[n + i]
+    same = next((k for k, (x, y) in enumerate(zip(a["greedy"], b["greedy"])) if x != y), len(a["greedy"]))
+    agree = sum(x == y for x, y in zip(f["forced_argmax"], a["greedy"]))
+    num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["logits"], b["logits"])))
+    den = math.sqrt(sum(x * x for x in a["logits"]))
+    print(f"{i:6d}  {len(a['ids']):6d}  {same:2d}/{len(a['greedy'])}               {agree:2d}/{len(a['greedy'])}                {num / den:.2e}")
+PY
+  local q
+  for q in none fp8; do
+    start_server "fp8_$q" --quantization $q --max-num-seqs 256 || continue
+    grep -h -A3 "device  name" "$out/tesserad_fp8_$q.log" | head -3
+    for c in 1 64; do
+      bench_serve "fp8_$q" $c
+      echo "$q c=$c: $(grep -m1 "output throughput" "$out/serve_fp8_${q}_c$c.log") $(grep -m1 "^ITL" "$out/serve_fp8_${q}_c$c.log")"
+    done
+    load_run "fp8_${q}_c256_128" --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128
+    stop_server
+  done
+  local default_model=models/SmolLM2-135M-Instruct.Q4_1.gguf
+  if [[ ! -f $default_model ]]; then
+    echo "perplexity: $default_model is not on this host: skipped"
+    return
+  fi
+  local text=$out/licenses.txt
+  cat /usr/share/common-licenses/{GPL-3,GPL-2,LGPL-2.1,GFDL-1.3,Apache-2.0,MPL-2.0} > "$text" \
+    || { echo "perplexity: no /usr/share/common-licenses here"; return; }
+  for q in none fp8; do
+    "$bundle/bin/tessera" perplexity --model "$default_model" --text "$text" --context 1024 \
+      --backend gpu --quantization $q --json "$out/perplexity_$q.json" 2> "$out/perplexity_$q.err" \
+      || { echo "perplexity $q failed"; tail -3 "$out/perplexity_$q.err"; status=1; }
+  done
+}
+
 case "$stage" in
+  fp8) run_fp8 ;;
   kernels) run_kernels ;;
   attn) run_attn ;;
   families8b) run_families8b ;;

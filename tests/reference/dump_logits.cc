@@ -13,6 +13,7 @@
 //   tesserad's devices / device_map / max_memory keys do; TESSERA_MICRO_BATCHES=N splits steps of
 //   at least N x 256 tokens into N micro-batches (the micro_batches key);
 //   TESSERA_TENSOR_PARALLEL_SIZE=N splits each stage's layers over N devices.
+//   TESSERA_QUANTIZATION=fp8 keeps the decoder's linear weights in FP8 (the quantization key).
 //   TESSERA_KV_CACHE_BYTES=N sizes the KV cache (default 256 MiB; long prompts of large models
 //   need more).
 //   A PROMPT written "ids:1,2,3" is those token ids, not text (models without a real tokenizer).
@@ -80,6 +81,11 @@ int main(int argc, char** argv) {
   }
   if (const char* map = std::getenv("TESSERA_DEVICE_MAP"); map != nullptr) options.device_map = map;
   if (const char* caps = std::getenv("TESSERA_MAX_MEMORY"); caps != nullptr) options.max_memory = caps;
+  if (const char* q = std::getenv("TESSERA_QUANTIZATION"); q != nullptr) {
+    auto parsed = parse_quantization(q);
+    if (!parsed.ok()) return fail(parsed.status().ToString());
+    options.quantization = *parsed;
+  }
   if (const char* tp = std::getenv("TESSERA_TENSOR_PARALLEL_SIZE"); tp != nullptr) {
     if (!absl::SimpleAtoi(tp, &options.tensor_parallel_size)) {
       return fail(std::string("TESSERA_TENSOR_PARALLEL_SIZE: not an integer: ") + tp);
