@@ -14,11 +14,26 @@
 // down's 117 MB 79% and 98% (2026-11-23). smallm_line_kernel loads whole lines and moves the
 // 16-byte pieces to their fragment lanes with two butterfly exchanges between lanes and
 // registers (shuffles).
+//
+// FP8 weights: the same kernels over another weight format (Fp8Weights below). A lane's 16 bytes
+// of a row are then 16 k -- a 64-wide k chunk per lane group of four -- and the x it meets 32
+// bytes (two vectors) per token. Each 32-bit word of codes widens to two pairs of x's type,
+// codes (0, 2) and (1, 3) (fp8_widen.h, exact), times a power of two (2^120 for bf16) in a packed
+// 16-bit multiply: the fragment trick once more, with x's words permuted alike (one byte_perm per
+// pair). The power of two is multiplied in before the MMA rather than folded into the epilogue's
+// scale: left out, bf16 weights would sit 2^120 below their values, e4m3 subnormals on bf16
+// subnormals (which the tensor cores might flush), and the fp32 products and sums within 2^6 of
+// fp32's underflow. The FMA kernel widens to fp16 whatever x's type (fp16 holds every code times
+// 2^-8 exactly, and converts to normal fp32 values) and folds 2^8 into the scale, where it is
+// harmless: products of fp16-range weights and x stay far above fp32's underflow unless x's own
+// are below 2^-118.
 #define TESSERA_GPU_KERNELS_ONLY
 #include "kernels/gemm/smallm_gemm.h"
 
 #include <algorithm>
+#include <type_traits>
 
+#include "kernels/gemm/fp8_widen.h"
 #include "kernels/launch.h"
 #include "kernels/mma_sm80.h"
 
@@ -26,9 +41,10 @@ namespace tessera::gpu {
 
 namespace {
 
-// Every kernel is a template over T, the element type of x and w (and of out unless fp32):
-// gpu_bf16 or gpu_f16. T enters only through Element<T> (store(), unpack8()) and the MMA's
-// instruction (mma_chunk()); the loads move 16-byte vectors whatever the type.
+// Every kernel is a template over T, the element type of x (and of out unless fp32): gpu_bf16 or
+// gpu_f16, and over the format of w (PlainWeights<T>, Fp8Weights<T>). T enters only through
+// Element<T> (store(), unpack()) and the MMA's instruction (mma_chunk()); the loads move 16-byte
+// vectors whatever the type.
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;
@@ -37,9 +53,11 @@ constexpr int kMaxSplits = 16;
 // registers and spilled (CUDA 13.0, sm_90a); the hint gives them up to 128.
 constexpr int kMinBlocks = 2;
 // Split ranges are whole multiples of every kernel's k per step (8 warps x 32 for the mma
-// kernels, x 128 for the line kernel; lanes x 8, up to 512 with 64-lane wavefronts, for the FMA
-// kernel), so that no split ends inside another's step. Splits that start past k are empty:
-// their partials are zeros.
+// kernels, x 64 with FP8 weights, x 128 for the line kernel; lanes x 8, up to 512 with 64-lane
+// wavefronts, for the FMA kernel), so that no split ends inside another's step. Splits that start
+// past k are empty: their partials are zeros. (The FMA kernel's step with FP8 weights, lanes x 16,
+// is 1024 with 64-lane wavefronts: a split may end inside one there, which costs balance, not
+// correctness -- every load is bounded by its own split's end.)
 constexpr int64_t kSplitAlign = 512;
 
 template <typename T>
@@ -63,6 +81,19 @@ __device__ __forceinline__ void store_result(void* out, bool out_f32, float* par
   }
 }
 
+// The kCount elements of T at p (kCount / 8 16-byte vectors) as floats.
+template <typename T, int kCount>
+__device__ __forceinline__ void unpack(const T* p, float (&f)[kCount]) {
+  using E = Element<T>;
+#pragma unroll
+  for (int v = 0; v < kCount / 8; ++v) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p + 8 * v);
+    float* o = f + 8 * v;
+    o[0] = E::lo(u.x), o[1] = E::hi(u.x), o[2] = E::lo(u.y), o[3] = E::hi(u.y);
+    o[4] = E::lo(u.z), o[5] = E::hi(u.z), o[6] = E::lo(u.w), o[7] = E::hi(u.w);
+  }
+}
+
 #if defined(TESSERA_CUDA)
 
 // One 32-wide k chunk of a 16-row tile of w (the fragment trick above): a_g / a_g8 are the lane's
@@ -80,13 +111,141 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[2][4], const uint4& a_g, 
   }
 }
 
-// Partial sums of a CTA's kRows rows, one set per warp, then their sum stored: the epilogue of
-// the mma and line kernels. acc[r] is the fragment of row tile r.
-template <typename T, int kRowTiles>
+// Four codes of w widened to two pairs of T holding their values (fp8_widen.h): the bit placement,
+// then the power of two multiplied in, exactly, by a packed fma with -0 (fma.rn.bf16x2 exists from
+// sm_80 on, mul.rn.bf16x2 only from sm_90).
+template <typename T>
+__device__ __forceinline__ Fp8WidePairs widen_codes(uint32_t q) {
+  constexpr bool kF16 = std::is_same_v<T, gpu_f16>;
+  constexpr int kExpBits = kF16 ? 5 : 8;
+  constexpr uint32_t kUnit = fp8_widen_unit_bits(kExpBits, kSmallMFp8Encoding);
+  constexpr uint32_t kNegativeZeros = 0x80008000u;
+  Fp8WidePairs p = fp8_widen_e4m3x4<kExpBits>(q);
+#pragma unroll
+  for (uint32_t* v : {&p.even, &p.odd}) {
+    if constexpr (kF16) {
+      asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(*v) : "r"(*v), "r"(kUnit), "r"(kNegativeZeros));
+    } else {
+      asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(*v) : "r"(*v), "r"(kUnit), "r"(kNegativeZeros));
+    }
+  }
+  return p;
+}
+
+// x's elements 0 1 2 3 (two words, each a pair) as the pairs (0, 2) and (1, 3), in place: the
+// order fp8_widen_e4m3x4 gives the codes in. Done once per load, for every row tile after it.
+__device__ __forceinline__ void pair_as_widened(uint32_t& lo, uint32_t& hi) {
+  const uint32_t even = __byte_perm(lo, hi, 0x5410), odd = __byte_perm(lo, hi, 0x7632);
+  lo = even, hi = odd;
+}
+
+// One 64-wide k chunk of a 16-row tile of FP8 w: a_g / a_g8 are the lane's 16 codes of rows g and
+// g + 8, b[v][nt] x's vector v (k 8v .. 8v + 7 of the lane's 16) of token tile nt, paired by
+// pair_as_widened. Word i of the codes widens to the pairs of codes (4i, 4i+2) and (4i+1, 4i+3),
+// the A registers of one m16n8k16; x's words 2i, 2i+1 hold the same pairs for B.
+template <typename T>
+__device__ __forceinline__ void mma_fp8_chunk(float (&acc)[2][4], const uint4& a_g,
+                                              const uint4& a_g8, const uint4 (&b)[2][2],
+                                              bool two_token_tiles) {
+  const uint32_t q_g[4] = {a_g.x, a_g.y, a_g.z, a_g.w};
+  const uint32_t q_g8[4] = {a_g8.x, a_g8.y, a_g8.z, a_g8.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const Fp8WidePairs w_g = widen_codes<T>(q_g[i]), w_g8 = widen_codes<T>(q_g8[i]);
+    const uint32_t a[4] = {w_g.even, w_g8.even, w_g.odd, w_g8.odd};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      if (nt == 1 && !two_token_tiles) break;
+      const uint4& v = b[i / 2][nt];
+      sm80::mma_16816<T>(acc[nt], a, i % 2 ? v.z : v.x, i % 2 ? v.w : v.y);
+    }
+  }
+}
+
+#endif  // TESSERA_CUDA
+
+// The formats of w. Each gives the kernels
+//   Element, Code   the element types of x and of w;
+//   kVectorK        the k of a 16-byte vector of w (x's k of it are kVectorK / 8 vectors);
+//   pair_x()        (CUDA) x's vectors b as mma() takes them, once per load;
+//   mma()           (CUDA) the MMAs of one vector of rows g and g + 8 against x's vectors b;
+//   unpack_w()      (FMA kernel) a vector of w as floats in k order, times 1 / kFmaUnit;
+//   scaled()        the output element of a row from its fp32 sum (the epilogue).
+// A format object is a kernel argument: what the epilogue reads (nothing for PlainWeights).
+template <typename T>
+struct PlainWeights {
+  using Element = T;
+  using Code = T;
+  static constexpr int kVectorK = 8;
+  static constexpr float kFmaUnit = 1.0f;
+#if defined(TESSERA_CUDA)
+  __device__ __forceinline__ static void pair_x(uint4 (&)[1][2]) {}
+  __device__ __forceinline__ static void mma(float (&acc)[2][4], const uint4& a_g,
+                                             const uint4& a_g8, const uint4 (&b)[1][2],
+                                             bool two_token_tiles) {
+    mma_chunk<T>(acc, a_g, a_g8, b[0], two_token_tiles);
+  }
+#endif
+  __device__ __forceinline__ static void unpack_w(const T* p, float (&f)[kVectorK]) {
+    unpack<T>(p, f);
+  }
+  __device__ __forceinline__ float scaled(float v, int64_t) const { return v; }
+};
+
+template <typename T>
+struct Fp8Weights {
+  using Element = T;
+  using Code = uint8_t;
+  static constexpr int kVectorK = 16;
+  // 2^fp8_widen_exponent(5, encoding), the power of two unpack_w's fp16 values are short of.
+  static constexpr float kFmaUnit =
+      static_cast<float>(1u << fp8_widen_exponent(5, kSmallMFp8Encoding));
+
+  const float* scale;  // [n] when per_channel, else [1]
+  bool per_channel;
+
+#if defined(TESSERA_CUDA)
+  __device__ __forceinline__ static void pair_x(uint4 (&b)[2][2]) {
+#pragma unroll
+    for (int v = 0; v < 2; ++v) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        pair_as_widened(b[v][nt].x, b[v][nt].y);
+        pair_as_widened(b[v][nt].z, b[v][nt].w);
+      }
+    }
+  }
+  __device__ __forceinline__ static void mma(float (&acc)[2][4], const uint4& a_g,
+                                             const uint4& a_g8, const uint4 (&b)[2][2],
+                                             bool two_token_tiles) {
+    mma_fp8_chunk<T>(acc, a_g, a_g8, b, two_token_tiles);
+  }
+#endif
+  __device__ __forceinline__ static void unpack_w(const uint8_t* p, float (&f)[kVectorK]) {
+    using H = gpu::Element<gpu_f16>;  // (this struct's Element hides the template)
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const uint32_t q[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const Fp8WidePairs h = fp8_widen_e4m3x4<5>(q[i]);
+      f[4 * i] = H::lo(h.even), f[4 * i + 1] = H::lo(h.odd);
+      f[4 * i + 2] = H::hi(h.even), f[4 * i + 3] = H::hi(h.odd);
+    }
+  }
+  __device__ __forceinline__ float scaled(float v, int64_t row) const {
+    return v * scale[per_channel ? row : 0];
+  }
+};
+
+#if defined(TESSERA_CUDA)
+
+// Partial sums of a CTA's kRows rows, one set per warp, then their sum, scaled by the format,
+// stored: the epilogue of the mma and line kernels. acc[r] is the fragment of row tile r.
+template <typename P, int kRowTiles>
 __device__ __forceinline__ void store_rows(
     float (&partial_sums)[kWarps][kSmallMMaxTokens][16 * kRowTiles],
-    const float (&acc)[kRowTiles][2][4], int64_t row0, void* out, bool out_f32, float* partial,
-    int32_t m, int32_t n) {
+    const float (&acc)[kRowTiles][2][4], int64_t row0, const P& weights, void* out, bool out_f32,
+    float* partial, int32_t m, int32_t n) {
   constexpr int kRows = 16 * kRowTiles;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, t = lane % 4;
@@ -110,21 +269,28 @@ __device__ __forceinline__ void store_rows(
     float sum = 0.0f;
 #pragma unroll
     for (int v = 0; v < kWarps; ++v) sum += partial_sums[v][tok][rl];
-    store_result<T>(out, out_f32, partial, mn, tok * static_cast<int64_t>(n) + row, sum);
+    const int64_t i_out = tok * static_cast<int64_t>(n) + row;
+    store_result<typename P::Element>(out, out_f32, partial, mn, i_out, weights.scaled(sum, row));
   }
 }
 
 // kRowTiles 16-row tiles of w per CTA (every warp works on all of them, over its share of k);
-// kUnroll 32-wide k chunks in flight per warp; kBlocksPerSm CTAs resident per SM at least (the
-// register cap follows). More rows per CTA re-read x (through L1/L2) less
-// often per byte of w, which counts at m > 8, where x is as wide as a 16-row tile of w.
-template <typename T, int kRowTiles, int kUnroll, int kBlocksPerSm = kMinBlocks>
+// kUnroll 16-byte vectors of each row in flight per lane (each a chunk of 4 * P::kVectorK k per
+// lane group: 32, or 64 with FP8 weights); kBlocksPerSm CTAs resident per SM at least (the
+// register cap follows). More rows per CTA re-read x (through L1/L2) less often per byte of w,
+// which counts at m > 8, where x is as wide as a 16-row tile of w -- twice as wide as one of FP8 w.
+template <typename P, int kRowTiles, int kUnroll, int kBlocksPerSm = kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-    smallm_mma_kernel(const T* __restrict__ x, const T* __restrict__ w, void* __restrict__ out,
+    smallm_mma_kernel(const typename P::Element* __restrict__ x,
+                      const typename P::Code* __restrict__ w, P weights, void* __restrict__ out,
                       bool out_f32, float* __restrict__ partial, int32_t m, int32_t n, int32_t k,
                       int32_t k_per_split) {
+  using T = typename P::Element;
   constexpr int kRows = 16 * kRowTiles;
-  constexpr int kStep = kWarps * 32;       // k the CTA's warps cover per chunk
+  constexpr int kVectorK = P::kVectorK;
+  constexpr int kXVectors = kVectorK / 8;  // x's 16-byte vectors per token per w vector
+  constexpr int kChunk = 4 * kVectorK;     // k of a lane group's vectors of a row
+  constexpr int kStep = kWarps * kChunk;   // k the CTA's warps cover per chunk
   // Each warp's partial sums, token-major so that the final pass reads and writes rows in order.
   __shared__ float partial_sums[kWarps][kSmallMMaxTokens][kRows];
 
@@ -135,7 +301,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int32_t k_end = min(k, k_begin + k_per_split);
   const bool two_token_tiles = m > 8;
 
-  const T* w_row[kRowTiles][2];
+  const typename P::Code* w_row[kRowTiles][2];
   bool w_ok[kRowTiles][2];
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r) {
@@ -155,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   if (t == 0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int32_t kk = k_begin + warp * 32 + u * kStep;
+      const int32_t kk = k_begin + warp * kChunk + u * kStep;
 #pragma unroll
       for (int r = 0; r < kRowTiles; ++r) {
 #pragma unroll
@@ -171,11 +337,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   float acc[kRowTiles][2][4] = {};
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // The loop bound is the same for every lane of the warp (mma.sync needs the whole warp).
-  for (int32_t base = k_begin + warp * 32; base < k_end; base += kStep * kUnroll) {
-    uint4 a[kUnroll][kRowTiles][2], b[kUnroll][2];
+  for (int32_t base = k_begin + warp * kChunk; base < k_end; base += kStep * kUnroll) {
+    uint4 a[kUnroll][kRowTiles][2], b[kUnroll][kXVectors][2];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int32_t kk = base + u * kStep + t * 8;
+      const int32_t kk = base + u * kStep + t * kVectorK;
       const bool in = kk < k_end;
 #pragma unroll
       for (int r = 0; r < kRowTiles; ++r) {
@@ -183,19 +349,26 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         for (int h = 0; h < 2; ++h) a[u][r][h] = in && w_ok[r][h] ? sm80::load_once(w_row[r][h] + kk) : zero;
       }
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        b[u][nt] = in && x_ok[nt] ? __ldg(reinterpret_cast<const uint4*>(x_row[nt] + kk)) : zero;
+      for (int v = 0; v < kXVectors; ++v) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          b[u][v][nt] = in && x_ok[nt]
+                            ? __ldg(reinterpret_cast<const uint4*>(x_row[nt] + kk + 8 * v))
+                            : zero;
+        }
       }
+      P::pair_x(b[u]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-      for (int r = 0; r < kRowTiles; ++r)
-        mma_chunk<T>(acc[r], a[u][r][0], a[u][r][1], b[u], two_token_tiles);
+      for (int r = 0; r < kRowTiles; ++r) {
+        P::mma(acc[r], a[u][r][0], a[u][r][1], b[u], two_token_tiles);
+      }
     }
   }
 
-  store_rows<T, kRowTiles>(partial_sums, acc, row0, out, out_f32, partial, m, n);
+  store_rows<P, kRowTiles>(partial_sums, acc, row0, weights, out, out_f32, partial, m, n);
 }
 
 // Swaps the roles of lane bit kLaneBit and register bit kRegBit over v[8]: the element of lane
@@ -236,9 +409,9 @@ __device__ __forceinline__ void exchange(uint4 (&v)[8], int lane) {
 // stream earns back on long rows and many rows (gate_up, down, lm_head) but not on qkv and o.
 template <typename T>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    smallm_line_kernel(const T* __restrict__ x, const T* __restrict__ w, void* __restrict__ out,
-                       bool out_f32, float* __restrict__ partial, int32_t m, int32_t n, int32_t k,
-                       int32_t k_per_split) {
+    smallm_line_kernel(const T* __restrict__ x, const T* __restrict__ w, PlainWeights<T> weights,
+                       void* __restrict__ out, bool out_f32, float* __restrict__ partial, int32_t m,
+                       int32_t n, int32_t k, int32_t k_per_split) {
   constexpr int kStepK = 128;
   constexpr int kIterationK = kStepK * kWarps;
   __shared__ float partial_sums[kWarps][kSmallMMaxTokens][16];
@@ -298,26 +471,23 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int c = 0; c < 4; ++c) mma_chunk<T>(acc[0], v[c], v[c + 4], b[c], two_token_tiles);
   }
-  store_rows<T, 1>(partial_sums, acc, row0, out, out_f32, partial, m, n);
+  store_rows<PlainWeights<T>, 1>(partial_sums, acc, row0, weights, out, out_f32, partial, m, n);
 }
 
 #endif  // TESSERA_CUDA
 
 constexpr int kFmaRows = 2;  // rows of w per warp
 
-// The 8 elements of a 16-byte vector of T as floats.
-template <typename T>
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  using E = Element<T>;
-  f[0] = E::lo(v.x), f[1] = E::hi(v.x), f[2] = E::lo(v.y), f[3] = E::hi(v.y);
-  f[4] = E::lo(v.z), f[5] = E::hi(v.z), f[6] = E::lo(v.w), f[7] = E::hi(v.w);
-}
-
-template <typename T>
+// Each lane takes one 16-byte vector of each of the warp's rows per step (8 k, 16 with FP8
+// weights) and the same k of every token.
+template <typename P>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    smallm_fma_kernel(const T* __restrict__ x, const T* __restrict__ w, void* __restrict__ out,
+    smallm_fma_kernel(const typename P::Element* __restrict__ x,
+                      const typename P::Code* __restrict__ w, P weights, void* __restrict__ out,
                       bool out_f32, float* __restrict__ partial, int32_t m, int32_t n, int32_t k,
                       int32_t k_per_split) {
+  using T = typename P::Element;
+  constexpr int kVectorK = P::kVectorK;
   wait_for_prior_kernels();
   let_next_kernel_start();
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
@@ -327,24 +497,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int32_t k_end = min(k, k_begin + k_per_split);
 
   float acc[kFmaRows][kSmallMMaxTokens] = {};
-  for (int32_t kk = k_begin + lane * 8; kk < k_end; kk += kWarpSize * 8) {
-    float wf[kFmaRows][8];
+  for (int32_t kk = k_begin + lane * kVectorK; kk < k_end; kk += kWarpSize * kVectorK) {
+    float wf[kFmaRows][kVectorK];
 #pragma unroll
     for (int r = 0; r < kFmaRows; ++r) {
       const int64_t row = row0 + r < n ? row0 + r : row0;
-      unpack8<T>(*reinterpret_cast<const uint4*>(w + row * k + kk), wf[r]);
+      P::unpack_w(w + row * k + kk, wf[r]);
     }
     // Guarded rather than cut short with break, so that both compilers unroll the loop and
     // acc stays in registers.
 #pragma unroll
     for (int tok = 0; tok < kSmallMMaxTokens; ++tok) {
       if (tok < m) {
-        float xf[8];
-        unpack8<T>(*reinterpret_cast<const uint4*>(x + static_cast<int64_t>(tok) * k + kk), xf);
+        float xf[kVectorK];
+        unpack<T>(x + static_cast<int64_t>(tok) * k + kk, xf);
 #pragma unroll
         for (int r = 0; r < kFmaRows; ++r) {
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[r][tok] += wf[r][j] * xf[j];
+          for (int j = 0; j < kVectorK; ++j) acc[r][tok] += wf[r][j] * xf[j];
         }
       }
     }
@@ -359,7 +529,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
         for (int off = kWarpSize / 2; off > 0; off /= 2) v += shfl_xor(v, off);
         if (lane == 0 && row0 + r < n) {
-          store_result<T>(out, out_f32, partial, mn, tok * static_cast<int64_t>(n) + row0 + r, v);
+          store_result<T>(out, out_f32, partial, mn, tok * static_cast<int64_t>(n) + row0 + r,
+                          weights.scaled(P::kFmaUnit * v, row0 + r));
         }
       }
     }
@@ -382,6 +553,69 @@ __global__ void smallm_reduce_kernel(const float* __restrict__ partial, int spli
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The launches of smallm_linear and smallm_linear_fp8 (arguments checked by them): `kernel` over
+// the weight format P, then the split-K sum.
+template <typename P>
+gpuError_t launch_smallm(SmallMKernel kernel, int splits, const typename P::Element* x,
+                         const typename P::Code* w, P weights, void* out, bool out_f32, int64_t m,
+                         int64_t n, int64_t k, float* workspace, gpuStream_t stream) {
+  using T = typename P::Element;
+  const int64_t k_per_split = ceil_div(ceil_div(k, splits), kSplitAlign) * kSplitAlign;
+  const int32_t mi = static_cast<int32_t>(m), ni = static_cast<int32_t>(n),
+                ki = static_cast<int32_t>(k), kps = static_cast<int32_t>(k_per_split);
+  const dim3 block(kThreads);
+  // Every kernel takes the same arguments; rows_per_cta sets the grid.
+  const auto run = [&](auto* kernel_fn, int64_t rows_per_cta) {
+    const dim3 grid(static_cast<unsigned>(ceil_div(n, rows_per_cta)),
+                    static_cast<unsigned>(splits));
+    return launch(kernel_fn, grid, block, 0, stream, x, w, weights, out, out_f32, workspace, mi, ni,
+                  ki, kps);
+  };
+#if defined(TESSERA_CUDA)
+  // With FP8 weights each vector of w meets two of x per token, in registers until its MMAs: the
+  // 32-row kernel spilled 24 bytes at four vectors in flight, the 64-row one 16 at two (CUDA 13.0,
+  // sm_90a); at three and one they fit in their 128 registers (the 64-row kernel then has as many
+  // bytes of w in flight as the 16-row one at four).
+  constexpr bool kFp8 = !std::is_same_v<P, PlainWeights<T>>;
+  constexpr int kRows32Unroll = kFp8 ? 3 : 4, kRows64Unroll = kFp8 ? 1 : 2;
+#endif
+  gpuError_t err = gpuErrorInvalidValue;
+  switch (kernel) {
+#if defined(TESSERA_CUDA)
+    case SmallMKernel::kMmaRows16:
+      err = run(smallm_mma_kernel<P, 1, 4>, 16);
+      break;
+    case SmallMKernel::kMmaRows16ThreePerSm:
+      err = run(smallm_mma_kernel<P, 1, 2, 3>, 16);
+      break;
+    case SmallMKernel::kMmaRows32:
+      err = run(smallm_mma_kernel<P, 2, kRows32Unroll>, 32);
+      break;
+    case SmallMKernel::kMmaRows64:
+      err = run(smallm_mma_kernel<P, 4, kRows64Unroll>, 64);
+      break;
+    case SmallMKernel::kLineRows16:
+      // 16-bit weights only (the FP8 entry point refuses it before this).
+      if constexpr (std::is_same_v<P, PlainWeights<T>>) err = run(smallm_line_kernel<T>, 16);
+      break;
+#endif
+    case SmallMKernel::kFma:
+      err = run(smallm_fma_kernel<P>, kWarps * kFmaRows);
+      break;
+    default:
+      return gpuErrorInvalidValue;
+  }
+  if (splits == 1 || err != gpuSuccess) return err;
+  const int64_t mn = m * n;
+  return launch(smallm_reduce_kernel<T>,
+                dim3(static_cast<unsigned>(std::min<int64_t>(ceil_div(mn, kThreads), 1024))), block,
+                0, stream, workspace, splits, mn, out, out_f32);
+}
+
+bool splits_ok(int splits, const float* workspace) {
+  return splits >= 1 && splits <= kMaxSplits && (splits == 1 || workspace != nullptr);
+}
+
 }  // namespace
 
 bool smallm_kernel_available(SmallMKernel kernel) {
@@ -403,63 +637,46 @@ size_t smallm_workspace_floats(int64_t m, int64_t n, int splits) {
   return splits > 1 ? static_cast<size_t>(splits) * m * n : 0;
 }
 
+bool smallm_fp8_kernel_available(SmallMKernel kernel) {
+  return smallm_kernel_available(kernel) && kernel != SmallMKernel::kLineRows16;
+}
+
+bool smallm_fp8_shape_supported(int64_t m, int64_t n, int64_t k) {
+  return smallm_shape_supported(m, n, k) && k % 16 == 0;
+}
+
 template <typename T>
 gpuError_t smallm_linear(SmallMKernel kernel, int splits, const T* x, const T* w, void* out,
                          bool out_f32, int64_t m, int64_t n, int64_t k, float* workspace,
                          gpuStream_t stream) {
-  if (!smallm_shape_supported(m, n, k) || !smallm_kernel_available(kernel) || splits < 1 ||
-      splits > kMaxSplits || (splits > 1 && workspace == nullptr)) {
+  if (!smallm_shape_supported(m, n, k) || !smallm_kernel_available(kernel) ||
+      !splits_ok(splits, workspace)) {
     return gpuErrorInvalidValue;
   }
-  const int64_t k_per_split = ceil_div(ceil_div(k, splits), kSplitAlign) * kSplitAlign;
-  const int32_t mi = static_cast<int32_t>(m), ni = static_cast<int32_t>(n),
-                ki = static_cast<int32_t>(k), kps = static_cast<int32_t>(k_per_split);
-  const dim3 block(kThreads);
-  const auto grid = [&](int64_t rows_per_cta) {
-    return dim3(static_cast<unsigned>(ceil_div(n, rows_per_cta)), static_cast<unsigned>(splits));
-  };
-  gpuError_t err = gpuErrorInvalidValue;
-  switch (kernel) {
-#if defined(TESSERA_CUDA)
-    case SmallMKernel::kMmaRows16:
-      err = launch(smallm_mma_kernel<T, 1, 4>, grid(16), block, 0, stream, x, w, out, out_f32,
-                   workspace, mi, ni, ki, kps);
-      break;
-    case SmallMKernel::kMmaRows16ThreePerSm:
-      err = launch(smallm_mma_kernel<T, 1, 2, 3>, grid(16), block, 0, stream, x, w, out, out_f32,
-                   workspace, mi, ni, ki, kps);
-      break;
-    case SmallMKernel::kMmaRows32:
-      err = launch(smallm_mma_kernel<T, 2, 4>, grid(32), block, 0, stream, x, w, out, out_f32,
-                   workspace, mi, ni, ki, kps);
-      break;
-    case SmallMKernel::kMmaRows64:
-      err = launch(smallm_mma_kernel<T, 4, 2>, grid(64), block, 0, stream, x, w, out, out_f32,
-                   workspace, mi, ni, ki, kps);
-      break;
-    case SmallMKernel::kLineRows16:
-      err = launch(smallm_line_kernel<T>, grid(16), block, 0, stream, x, w, out, out_f32,
-                   workspace, mi, ni, ki, kps);
-      break;
-#endif
-    case SmallMKernel::kFma:
-      err = launch(smallm_fma_kernel<T>, grid(kWarps * kFmaRows), block, 0, stream, x, w, out,
-                   out_f32, workspace, mi, ni, ki, kps);
-      break;
-    default:
-      return gpuErrorInvalidValue;
-  }
-  if (splits == 1 || err != gpuSuccess) return err;
-  const int64_t mn = m * n;
-  return launch(smallm_reduce_kernel<T>,
-                dim3(static_cast<unsigned>(std::min<int64_t>(ceil_div(mn, kThreads), 1024))), block,
-                0, stream, workspace, splits, mn, out, out_f32);
+  return launch_smallm(kernel, splits, x, w, PlainWeights<T>{}, out, out_f32, m, n, k, workspace,
+                       stream);
 }
 
-#define TESSERA_SMALLM_LAUNCHER(T)                                                               \
+template <typename T>
+gpuError_t smallm_linear_fp8(SmallMKernel kernel, int splits, const T* x, const uint8_t* w,
+                             const float* w_scale, bool w_scale_per_channel, void* out,
+                             bool out_f32, int64_t m, int64_t n, int64_t k, float* workspace,
+                             gpuStream_t stream) {
+  if (!smallm_fp8_shape_supported(m, n, k) || !smallm_fp8_kernel_available(kernel) ||
+      !splits_ok(splits, workspace) || w_scale == nullptr) {
+    return gpuErrorInvalidValue;
+  }
+  return launch_smallm(kernel, splits, x, w, Fp8Weights<T>{w_scale, w_scale_per_channel}, out,
+                       out_f32, m, n, k, workspace, stream);
+}
+
+#define TESSERA_SMALLM_LAUNCHERS(T)                                                              \
   template gpuError_t smallm_linear(SmallMKernel, int, const T*, const T*, void*, bool, int64_t, \
-                                    int64_t, int64_t, float*, gpuStream_t);
-TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_SMALLM_LAUNCHER)
-#undef TESSERA_SMALLM_LAUNCHER
+                                    int64_t, int64_t, float*, gpuStream_t);                      \
+  template gpuError_t smallm_linear_fp8(SmallMKernel, int, const T*, const uint8_t*,             \
+                                        const float*, bool, void*, bool, int64_t, int64_t,       \
+                                        int64_t, float*, gpuStream_t);
+TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_SMALLM_LAUNCHERS)
+#undef TESSERA_SMALLM_LAUNCHERS
 
 }  // namespace tessera::gpu
