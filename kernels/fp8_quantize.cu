@@ -146,6 +146,30 @@ __global__ void __launch_bounds__(kThreads)
   quantize_range(x, cols, scale, enc, out, threadIdx.x, kThreads);
 }
 
+// An e4m3 code's value (fn or fnuz; codes of the quantizers never hold e5m2), NaN codes NaN.
+__device__ __forceinline__ float decode_e4m3(uint8_t code, Fp8Encoding enc) {
+  const uint32_t mag = code & 0x7fu, exp = mag >> 3, mant = mag & 7u;
+  const bool fnuz = enc == Fp8Encoding::kE4M3FNUZ;
+  if (fnuz ? code == 0x80u : mag == 0x7fu) return __uint_as_float(0x7fc00000u);
+  const int bias = fnuz ? 8 : 7;
+  // Subnormal: mant * 2^(1 - bias - 3); normal: the exponent rebiased to fp32's 127.
+  const float v = exp == 0 ? static_cast<float>(mant) * __uint_as_float((125u - bias) << 23)
+                           : __uint_as_float(((exp + 127u - bias) << 23) | (mant << 20));
+  return (code & 0x80u) ? -v : v;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    dequantize_kernel(const uint8_t* __restrict__ q, int64_t rows, int64_t cols, Fp8Encoding enc,
+                      const float* __restrict__ scales, bool per_row, T* __restrict__ x) {
+  const int64_t count = rows * cols;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < count;
+       i += stride) {
+    x[i] = from_float<T>(decode_e4m3(q[i], enc) * scales[per_row ? i / cols : 0]);
+  }
+}
+
 unsigned grid_for(int64_t count) {
   const int64_t per_block = static_cast<int64_t>(kThreads) * kVec;
   const int64_t blocks = (count + per_block - 1) / per_block;
@@ -185,13 +209,24 @@ gpuError_t quantize_fp8_per_row(const T* w, int64_t rows, int64_t cols, Fp8Encod
   return gpuGetLastError();
 }
 
+template <typename T>
+gpuError_t dequantize_fp8(const uint8_t* q, int64_t rows, int64_t cols, Fp8Encoding enc,
+                          const float* scales, bool per_row, T* x, gpuStream_t stream) {
+  if (rows <= 0 || cols <= 0) return gpuSuccess;
+  dequantize_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(q, rows, cols, enc, scales,
+                                                                       per_row, x);
+  return gpuGetLastError();
+}
+
 #define TESSERA_FP8_QUANTIZE_LAUNCHERS(T)                                                     \
   template gpuError_t quantize_fp8_per_tensor(const T*, int64_t, Fp8Encoding, uint8_t*, float*, \
                                               void*, gpuStream_t);                            \
   template gpuError_t quantize_fp8_with_scale(const T*, int64_t, Fp8Encoding, const float*,    \
                                               uint8_t*, gpuStream_t);                         \
   template gpuError_t quantize_fp8_per_row(const T*, int64_t, int64_t, Fp8Encoding, uint8_t*,  \
-                                           float*, gpuStream_t);
+                                           float*, gpuStream_t);                              \
+  template gpuError_t dequantize_fp8(const uint8_t*, int64_t, int64_t, Fp8Encoding,            \
+                                     const float*, bool, T*, gpuStream_t);
 TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_FP8_QUANTIZE_LAUNCHERS)
 #undef TESSERA_FP8_QUANTIZE_LAUNCHERS
 

@@ -7,8 +7,9 @@
 //                             rows of an 8B model's widths included
 //   quantize_fp8_with_scale   the quantize pass alone, with a scale already on the device (a
 //                             checkpoint's static input scale, or a per-tensor one computed before)
-//   quantize_fp8_per_row      a scale per row (weights w[n, k], one per output feature), one
-//                             block per row
+//   quantize_fp8_per_row      a scale per row (weights w[n, k], one per output feature; or
+//                             activations x[m, k], one per token), one block per row
+//   dequantize_fp8            codes back to 16-bit values (the tuner's operands, tests)
 //
 // Math in fp32; codes are base/fp8.h's encoder (round to nearest even, saturating to the largest
 // finite value, NaN kept), the same function the host runs, so a host loop over
@@ -62,5 +63,11 @@ gpuError_t quantize_fp8_with_scale(const T* x, int64_t count, Fp8Encoding enc, c
 template <typename T>
 gpuError_t quantize_fp8_per_row(const T* w, int64_t rows, int64_t cols, Fp8Encoding enc,
                                 uint8_t* q, float* row_scales, gpuStream_t stream);
+
+// x[r, c] = T(value(q[r, c]) * scales[per_row ? r : 0]) for e4m3 codes (kE4M3FN or kE4M3FNUZ),
+// rounded to nearest even; NaN codes give NaN.
+template <typename T>
+gpuError_t dequantize_fp8(const uint8_t* q, int64_t rows, int64_t cols, Fp8Encoding enc,
+                          const float* scales, bool per_row, T* x, gpuStream_t stream);
 
 }  // namespace tessera::gpu

@@ -13,6 +13,8 @@
 // o and down: K / ranks columns). `--dtype fp8` times the same shapes as scaled FP8 GEMMs (e4m3fn on
 // CUDA, e4m3fnuz on ROCm; per-tensor scales, bf16 output -- lm_head's too), operands quantized
 // from the bf16 ones; tests/bench/bench_scaled_mm.py times PyTorch's torch._scaled_mm beside it.
+// `--dtype fp8-rowwise` times them with a scale per token and per output feature, as
+// `quantization: fp8` runs them, tessera's FP8-weight kernels among the candidates at M <= 16.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -48,10 +50,11 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tessera bench gemm [--device N] [--json PATH] [--m 1,8,32,128,512,2048,8192]\n"
-    "                         [--tensor-parallel N] [--dtype bf16|fp8]\n"
+    "                         [--tensor-parallel N] [--dtype bf16|fp8|fp8-rowwise]\n"
     "  Times the Llama-3-8B GEMMs: the library default and the best tuned candidate;\n"
     "  with --tensor-parallel, one rank's share of each under N-way tensor parallelism;\n"
-    "  with --dtype fp8, as scaled FP8 GEMMs (per-tensor scales, bf16 out).\n";
+    "  with --dtype fp8, as scaled FP8 GEMMs (per-tensor scales, bf16 out); fp8-rowwise:\n"
+    "  a scale per token and per output feature (what quantization: fp8 runs).\n";
 
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "tessera bench gemm: %s\n", std::string(s.message()).c_str());
@@ -254,7 +257,7 @@ absl::StatusOr<Result> tune(TunableGemm& t, const GemmSignature& sig) {
 }
 
 int run(int device, const std::string& json_path, const std::vector<int64_t>& ms, int64_t ranks,
-        bool fp8) {
+        bool fp8, bool rowwise) {
   auto created = GpuBackend::create(device);
   if (!created.ok()) return fail(created.status());
   GpuBackend& gpu = **created;
@@ -267,7 +270,8 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
   nlohmann::json report = {{"device", gpu.name()},
                            {"copy_gb_s", *copy},
                            {"tensor_parallel", ranks},
-                           {"dtype", gemm_dtype_name(in_dtype)}};
+                           {"dtype", gemm_dtype_name(in_dtype)},
+                           {"rowwise", rowwise}};
   for (const auto& [key, value] : tunable.validators()) report["validators"][key] = value;
 
   TextTable table({{"gemm"}, {"M", true}, {"cands", true}, {"default ms", true},
@@ -280,7 +284,7 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
     for (int64_t m : ms) {
       // FP8 GEMMs write bf16 (lm_head's logits too: no FP8 GEMM writes fp32 here).
       const GemmDType out = fp8 ? GemmDType::kBF16 : s.out;
-      const GemmSignature sig = GemmSignature::for_linear(m, s.n, s.k, in_dtype, out);
+      const GemmSignature sig = GemmSignature::for_linear(m, s.n, s.k, in_dtype, out, rowwise);
       const size_t operand = tunable.operand_bytes(sig);
       const int copies = static_cast<int>(
           std::clamp<size_t>(2 * tunable.cache_bytes() / operand + 1, 1, 16));
@@ -325,7 +329,8 @@ int run(int device, const std::string& json_path, const std::vector<int64_t>& ms
   }
   report["gemms"] = rows;
   std::printf("GEMMs of the Llama-3-8B shape (%s), M tokens%s\n%s\n",
-              fp8 ? absl::StrFormat("%s, per-tensor scales, bf16 out", gemm_dtype_name(in_dtype))
+              fp8 ? absl::StrFormat("%s, %s scales, bf16 out", gemm_dtype_name(in_dtype),
+                                    rowwise ? "row-wise" : "per-tensor")
                         .c_str()
                   : "bf16; lm_head fp32 out",
               ranks > 1 ? absl::StrFormat(", one rank's share at tensor parallel %d", ranks).c_str()
@@ -357,11 +362,13 @@ int bench_gemm_command(int argc, char** argv) {
         absl::StrFormat("--tensor-parallel: %d; 1, 2, 4 or 8 expected", *ranks)));
   }
   const std::string dtype = args->get("dtype", "bf16");
-  if (dtype != "bf16" && dtype != "fp8") {
-    return fail(absl::InvalidArgumentError("--dtype: \"" + dtype + "\"; bf16 or fp8 expected"));
+  if (dtype != "bf16" && dtype != "fp8" && dtype != "fp8-rowwise") {
+    return fail(absl::InvalidArgumentError("--dtype: \"" + dtype +
+                                           "\"; bf16, fp8 or fp8-rowwise expected"));
   }
 #if defined(TESSERA_WITH_GPU)
-  return run(static_cast<int>(*device), args->get("json"), *ms, *ranks, dtype == "fp8");
+  return run(static_cast<int>(*device), args->get("json"), *ms, *ranks, dtype != "bf16",
+             dtype == "fp8-rowwise");
 #else
   return fail(absl::FailedPreconditionError(
       "this tessera was built without a GPU backend (TESSERA_GPU=off); nothing to time"));

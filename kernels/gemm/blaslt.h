@@ -159,9 +159,13 @@ struct MatmulDescriptors {
   MatmulDescriptors& operator=(const MatmulDescriptors&) = delete;
   ~MatmulDescriptors();
   // InvalidArgument when the library of the build has no such type (FP8: see blas_has_type).
-  absl::Status create(const GemmShape& shape);
-  // A scaled (FP8) GEMM's per-tensor fp32 scales, device pointers: out = (w * *w_scale) and
-  // (x * *x_scale) multiplied. Sets the operation's attributes: host memory only, no device work,
+  // A row-wise FP8 shape sets outer-vector scale modes (Unimplemented on hipBLASLt for now) and
+  // `scale_placeholder` (any device address) as both scale pointers: cuBLASLt's heuristic and
+  // algorithm check refuse outer-vector scales (INVALID_VALUE) until the pointers are set
+  // (cuBLASLt 13.1, H100, 2026-11-28); each call sets its own with set_scales().
+  absl::Status create(const GemmShape& shape, const void* scale_placeholder);
+  // A scaled (FP8) GEMM's fp32 scales, device pointers (one each, or vectors when row-wise):
+  // out = (w * w_scale) and (x * x_scale) multiplied. Sets the operation's attributes: host memory only, no device work,
   // read when a call is enqueued (const: the handles stay what they are).
   absl::Status set_scales(const float* x_scale, const float* w_scale) const;
 };

@@ -299,10 +299,11 @@ bool is_blaslt_name(std::string_view name) { return name.substr(0, kPrefix.size(
 #if defined(TESSERA_HIP)
 
 absl::StatusOr<std::vector<std::pair<std::string, CandidateOrigin>>> blaslt_candidates(
-    void* handle_ptr, const GemmShape& shape, size_t workspace_bytes) {
+    void* handle_ptr, const GemmShape& shape, size_t workspace_bytes,
+    const void* scale_placeholder) {
   auto handle = static_cast<blasLtHandle_t>(handle_ptr);
   MatmulDescriptors d;
-  TESSERA_RETURN_IF_ERROR(d.create(shape));
+  TESSERA_RETURN_IF_ERROR(d.create(shape, scale_placeholder));
   std::vector<std::pair<std::string, CandidateOrigin>> out;
   std::set<std::string> seen;
   auto keep = [&](blasLtMatmulAlgo_t& algo, CandidateOrigin origin) {
@@ -325,7 +326,8 @@ absl::StatusOr<std::vector<std::pair<std::string, CandidateOrigin>>> blaslt_cand
 }
 
 absl::StatusOr<BlasAlgo> blaslt_algo(void* handle_ptr, const GemmShape& shape,
-                                     std::string_view name, size_t workspace_bytes) {
+                                     std::string_view name, size_t workspace_bytes,
+                                     const void* scale_placeholder) {
   auto handle = static_cast<blasLtHandle_t>(handle_ptr);
   const std::string digits(name.substr(std::min(name.size(), kPrefix.size())));
   if (!is_blaslt_name(name) || digits.empty() ||
@@ -340,7 +342,7 @@ absl::StatusOr<BlasAlgo> blaslt_algo(void* handle_ptr, const GemmShape& shape,
     return absl::NotFoundError(str_cat("hipBLASLt has no solution ", name));
   }
   MatmulDescriptors d;
-  TESSERA_RETURN_IF_ERROR(d.create(shape));
+  TESSERA_RETURN_IF_ERROR(d.create(shape, scale_placeholder));
   TESSERA_ASSIGN_OR_RETURN(const size_t ws, check(handle, d, found[0].algo, name));
   if (ws > workspace_bytes) {
     return absl::NotFoundError(str_cat(name, " needs ", ws, " bytes of workspace, over the ",
@@ -361,10 +363,11 @@ absl::StatusOr<std::string> blaslt_name_of(const BlasAlgo& algo) {
 #else  // cuBLASLt
 
 absl::StatusOr<std::vector<std::pair<std::string, CandidateOrigin>>> blaslt_candidates(
-    void* handle_ptr, const GemmShape& shape, size_t workspace_bytes) {
+    void* handle_ptr, const GemmShape& shape, size_t workspace_bytes,
+    const void* scale_placeholder) {
   auto handle = static_cast<cublasLtHandle_t>(handle_ptr);
   MatmulDescriptors d;
-  TESSERA_RETURN_IF_ERROR(d.create(shape));
+  TESSERA_RETURN_IF_ERROR(d.create(shape, scale_placeholder));
   std::vector<std::pair<std::string, CandidateOrigin>> out;
   std::set<std::string> seen;
   // Keeps `c` when its name rebuilds an algorithm that passes the check within the workspace.
@@ -414,7 +417,8 @@ absl::StatusOr<std::vector<std::pair<std::string, CandidateOrigin>>> blaslt_cand
 }
 
 absl::StatusOr<BlasAlgo> blaslt_algo(void* handle_ptr, const GemmShape& shape,
-                                     std::string_view name, size_t workspace_bytes) {
+                                     std::string_view name, size_t workspace_bytes,
+                                     const void* scale_placeholder) {
   auto handle = static_cast<cublasLtHandle_t>(handle_ptr);
   TESSERA_ASSIGN_OR_RETURN(const LtConfig c, parse(name));
   BlasAlgo a;
@@ -424,7 +428,7 @@ absl::StatusOr<BlasAlgo> blaslt_algo(void* handle_ptr, const GemmShape& shape,
     return absl::NotFoundError(str_cat("cuBLASLt cannot build ", name, ": ", s.message()));
   }
   MatmulDescriptors d;
-  TESSERA_RETURN_IF_ERROR(d.create(shape));
+  TESSERA_RETURN_IF_ERROR(d.create(shape, scale_placeholder));
   TESSERA_ASSIGN_OR_RETURN(const size_t ws, check(handle, d, algo, name));
   if (ws > workspace_bytes) {
     return absl::NotFoundError(str_cat(name, " needs ", ws, " bytes of workspace, over the ",

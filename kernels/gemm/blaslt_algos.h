@@ -43,13 +43,15 @@ bool is_blaslt_name(std::string_view name);
 // reduction schemes, CTA swizzle), within fixed bounds so that a shape takes well under a second.
 // Only algorithms that pass the library's check, with a workspace of at most `workspace_bytes`
 // and a name that rebuilds them, are listed; names are unique. `handle` is the library handle.
+// `scale_placeholder`: a device address for a row-wise FP8 shape's descriptors (see
+// MatmulDescriptors::create).
 absl::StatusOr<std::vector<std::pair<std::string, CandidateOrigin>>> blaslt_candidates(
-    void* handle, const GemmShape& shape, size_t workspace_bytes);
+    void* handle, const GemmShape& shape, size_t workspace_bytes, const void* scale_placeholder);
 
 // Rebuilds the algorithm `name` for `shape`: InvalidArgument when the name does not parse,
 // NotFound when the library rejects it for the shape or its workspace exceeds the limit.
 absl::StatusOr<BlasAlgo> blaslt_algo(void* handle, const GemmShape& shape, std::string_view name,
-                                     size_t workspace_bytes);
+                                     size_t workspace_bytes, const void* scale_placeholder);
 
 // The name of `algo`, read back from the algorithm itself (its configuration attributes, or its
 // solution index): equal to algo.name for an algorithm that blaslt_algo() rebuilt faithfully.

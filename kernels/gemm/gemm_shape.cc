@@ -5,7 +5,8 @@
 namespace tessera::gpu {
 
 GemmSignature signature_of(const GemmShape& shape) {
-  return GemmSignature::for_linear(shape.m, shape.n, shape.k, shape.dtype, shape.out);
+  return GemmSignature::for_linear(shape.m, shape.n, shape.k, shape.dtype, shape.out,
+                                   shape.rowwise);
 }
 
 absl::StatusOr<GemmShape> shape_of(const GemmSignature& sig) {
@@ -16,6 +17,7 @@ absl::StatusOr<GemmShape> shape_of(const GemmSignature& sig) {
   shape.k = sig.k;
   shape.dtype = sig.dtype;
   shape.out = sig.out_dtype;
+  shape.rowwise = sig.rowwise;
   if (sig.dtype == GemmDType::kF32 || signature_of(shape) != sig) {
     return absl::InvalidArgumentError(
         str_cat("GPU GEMM: ", sig.key(),

@@ -5,6 +5,8 @@
 //
 // A scaled FP8 GEMM is the same call on FP8 x and w with a per-tensor fp32 scale each:
 //   out[m, n] = (x[m, k] * x_scale) @ (w[n, k] * w_scale)^T      out bf16 or fp16
+// or, row-wise, a scale per token (x_scale[m]) and per output feature (w_scale[n]):
+//   out[m, n] = x_scale[m] * w_scale[n] * (x[m, k] @ w[n, k]^T)
 #pragma once
 
 #include <cstddef>
@@ -23,6 +25,7 @@ struct GemmShape {
   // x and w: the backend's compute dtype, kBF16 or kF16; or an FP8 type (a scaled GEMM).
   GemmDType dtype = GemmDType::kBF16;
   GemmDType out = GemmDType::kBF16;  // dtype, or kF32 (the logits); kBF16 or kF16 for FP8 inputs
+  bool rowwise = false;              // FP8 only: scales per token and per output feature
 
   size_t in_element_bytes() const { return is_fp8(dtype) ? 1 : 2; }
   size_t out_element_bytes() const { return out == GemmDType::kF32 ? 4 : 2; }

@@ -35,4 +35,11 @@ const Gemm::Solution& GemmSolutionCache::solution(Gemm& gemm, GemmSolutionSource
   return resolved_.emplace(sig, *std::move(s)).first->second;
 }
 
+const Gemm::Solution& GemmSolutionCache::untuned(Gemm& gemm, const GemmShape& shape) {
+  const GemmSignature sig = signature_of(shape);
+  if (auto it = untuned_.find(sig); it != untuned_.end()) return it->second;
+  absl::StatusOr<Gemm::Solution> s = gemm.resolve(shape, Gemm::untuned_solution(shape));
+  return untuned_.emplace(sig, s.ok() ? *std::move(s) : Gemm::Solution{}).first->second;
+}
+
 }  // namespace tessera::gpu

@@ -13,6 +13,8 @@ namespace {
 constexpr size_t kWorkspaceBytes = 32u << 20;
 
 constexpr std::string_view kSmallMPrefix = "tessera_smallm_";
+// FP8 weights with 16-bit activations (row-wise scaled FP8 shapes).
+constexpr std::string_view kW8A16Prefix = "tessera_smallm_w8a16_";
 constexpr int kSmallMSplits[] = {1, 2, 4, 8};
 
 struct SmallMName {
@@ -25,16 +27,27 @@ constexpr SmallMName kSmallMNames[] = {{SmallMKernel::kMmaRows16, "mma16"},
                                        {SmallMKernel::kLineRows16, "line16"},
                                        {SmallMKernel::kMmaRows16ThreePerSm, "mma16x3"},
                                        {SmallMKernel::kFma, "fma"}};
+// What an untuned decode-sized FP8 shape runs (Gemm::untuned_solution).
+constexpr SmallMName kUntunedW8A16Kernel = {SmallMKernel::kMmaRows16, "mma16"};
 
-std::string smallm_name(std::string_view token, int splits) {
-  return str_cat(kSmallMPrefix, token, "_splitk", splits);
+std::string smallm_name(const GemmShape& shape, std::string_view token, int splits) {
+  return str_cat(is_fp8(shape.dtype) ? kW8A16Prefix : kSmallMPrefix, token, "_splitk", splits);
 }
 
-// Whether tessera's small-M kernels take `shape`: operands of a type they are built for (bf16,
-// fp16), m <= 16, rows of 16-byte vectors.
+// Whether tessera's small-M kernels take `shape`: bf16 or fp16 operands, m <= 16, rows of 16-byte
+// vectors; or FP8 weights with row-wise scales and 16-bit activations (the FP8-weight kernels).
 bool smallm_takes(const GemmShape& shape) {
+  if (is_fp8(shape.dtype)) {
+    return shape.rowwise && shape.dtype == fp8_gemm_dtype() &&
+           smallm_fp8_shape_supported(shape.m, shape.n, shape.k);
+  }
   return (shape.dtype == GemmDType::kBF16 || shape.dtype == GemmDType::kF16) &&
          smallm_shape_supported(shape.m, shape.n, shape.k);
+}
+
+bool smallm_available(const GemmShape& shape, SmallMKernel kernel) {
+  return is_fp8(shape.dtype) ? smallm_fp8_kernel_available(kernel)
+                             : smallm_kernel_available(kernel);
 }
 
 // The largest power of two (up to 256) that divides the address.
@@ -68,20 +81,31 @@ std::string Gemm::library_version() const {
 
 absl::StatusOr<std::vector<Gemm::Candidate>> Gemm::candidates(const GemmShape& shape) {
   std::vector<Candidate> out = {{"Default", CandidateOrigin::kDefault}};
-  TESSERA_ASSIGN_OR_RETURN(auto library, blaslt_candidates(handle_, shape, workspace_bytes_));
+  TESSERA_ASSIGN_OR_RETURN(auto library,
+                           blaslt_candidates(handle_, shape, workspace_bytes_, workspace_));
   for (auto& [name, origin] : library) out.push_back({std::move(name), origin});
   if (smallm_takes(shape)) {
     for (const SmallMName& kernel : kSmallMNames) {
-      if (!smallm_kernel_available(kernel.kernel)) continue;
+      if (!smallm_available(shape, kernel.kernel)) continue;
       for (int splits : kSmallMSplits) {
         if (smallm_workspace_floats(shape.m, shape.n, splits) * sizeof(float) > workspace_bytes_) {
           continue;
         }
-        out.push_back({smallm_name(kernel.token, splits), CandidateOrigin::kOwn});
+        out.push_back({smallm_name(shape, kernel.token, splits), CandidateOrigin::kOwn});
       }
     }
   }
   return out;
+}
+
+std::string Gemm::untuned_solution(const GemmShape& shape) {
+  // Decode-sized FP8 weights: the FP8-weight kernel reads half the bytes of a bf16 GEMM without
+  // quantizing x; cuBLASLt's FP8 GEMMs stream the weights at well under copy bandwidth there.
+  if (is_fp8(shape.dtype) && smallm_takes(shape) &&
+      smallm_available(shape, kUntunedW8A16Kernel.kernel)) {
+    return smallm_name(shape, kUntunedW8A16Kernel.token, 1);
+  }
+  return "Default";
 }
 
 absl::StatusOr<Gemm::Solution> Gemm::resolve(const GemmShape& shape, std::string_view name) {
@@ -90,22 +114,26 @@ absl::StatusOr<Gemm::Solution> Gemm::resolve(const GemmShape& shape, std::string
   s.name = std::string(name);
   if (is_blaslt_name(name)) {
     s.kind = Solution::Kind::kBlasLt;
-    TESSERA_ASSIGN_OR_RETURN(s.blas, blaslt_algo(handle_, shape, name, workspace_bytes_));
+    TESSERA_ASSIGN_OR_RETURN(s.blas,
+                             blaslt_algo(handle_, shape, name, workspace_bytes_, workspace_));
     return s;
   }
   if (name.substr(0, kSmallMPrefix.size()) == kSmallMPrefix) {
     for (const SmallMName& kernel : kSmallMNames) {
       for (int splits : kSmallMSplits) {
-        if (name != smallm_name(kernel.token, splits)) continue;
-        if (!smallm_kernel_available(kernel.kernel)) {
-          return absl::NotFoundError(str_cat(name, " is not built for this GPU vendor"));
+        if (name != smallm_name(shape, kernel.token, splits)) continue;
+        if (!smallm_available(shape, kernel.kernel)) {
+          return absl::NotFoundError(
+              str_cat(name, " is not built for this GPU vendor and weight type"));
         }
         if (!smallm_takes(shape) ||
             smallm_workspace_floats(shape.m, shape.n, splits) * sizeof(float) > workspace_bytes_) {
           return absl::NotFoundError(str_cat(
-              name, " cannot run ", gemm_dtype_name(shape.dtype), " m=", shape.m, " n=", shape.n,
-              " k=", shape.k, " (it takes BFloat16 or Half, m <= ", kSmallMMaxTokens,
-              ", k a multiple of 8, partials within the workspace)"));
+              name, " cannot run ", gemm_dtype_name(shape.dtype), shape.rowwise ? " row-wise" : "",
+              " m=", shape.m, " n=", shape.n, " k=", shape.k, " (it takes m <= ",
+              kSmallMMaxTokens, ", k a multiple of 16; BFloat16 or Half, or ",
+              gemm_dtype_name(fp8_gemm_dtype()),
+              " row-wise for the w8a16 kernels; partials within the workspace)"));
         }
         s.kind = Solution::Kind::kSmallM;
         s.smallm = kernel.kernel;
@@ -128,7 +156,7 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const GemmShape& shape, const void*
                     alignment_of(x), alignment_of(w), alignment_of(out)};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto p = std::make_unique<Plan>();
-  TESSERA_RETURN_IF_ERROR(p->d.create(shape));
+  TESSERA_RETURN_IF_ERROR(p->d.create(shape, workspace_));
   blasLtMatmulPreference_t pref = nullptr;
   BLAS_CHECK(blasLtMatmulPreferenceCreate(&pref));
   struct PrefGuard {
@@ -167,11 +195,25 @@ absl::Status Gemm::run(const Solution& solution, const GemmShape& shape, const v
                        const void* w, void* out, gpuStream_t stream, GemmScales scales) {
   if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0) return absl::OkStatus();
   const bool scaled = is_fp8(shape.dtype);
+  if (reads_unquantized_x(solution, shape)) {
+    // FP8 weights, x of the output dtype: no library fallback reads that, so misaligned operands
+    // are an error (the backend's buffers are 256-byte aligned).
+    if (scales.w == nullptr || alignment_of(x) < 16 || alignment_of(w) < 16) {
+      return absl::InvalidArgumentError(str_cat(solution.name, " needs w's row scales and ",
+                                                "16-byte aligned x and w"));
+    }
+    GPU_CHECK(launch_as(shape.out, [&]<typename T>() {
+      return smallm_linear_fp8(solution.smallm, solution.splits, static_cast<const T*>(x),
+                               static_cast<const uint8_t*>(w), scales.w, /*per_channel=*/true,
+                               out, /*out_f32=*/false, shape.m, shape.n, shape.k,
+                               static_cast<float*>(workspace_), stream);
+    }));
+    return absl::OkStatus();
+  }
   if (scaled && (scales.x == nullptr || scales.w == nullptr)) {
     return absl::InvalidArgumentError(str_cat(gemm_dtype_name(shape.dtype),
                                               " GEMM run without its x and w scales"));
   }
-  // resolve() gives small-M solutions for bf16 and fp16 shapes only.
   if (solution.kind == Solution::Kind::kSmallM && alignment_of(x) >= 16 && alignment_of(w) >= 16) {
     const bool out_f32 = shape.out == GemmDType::kF32;
     float* const partials = static_cast<float*>(workspace_);

@@ -8,9 +8,14 @@
 //                                     tessera's own kernels for m <= 16 (smallm_gemm.h), the
 //                                     same names for bf16 and fp16 inputs
 //
-// Scaled FP8 GEMMs (gemm_shape.h: FP8 x and w, per-tensor fp32 scales as device pointers, bf16 or
-// fp16 out) run Default and the library's algorithms only: tessera's small-M kernels do not take
-// FP8 yet. The library wants the TN layout for FP8 on Hopper, which a linear layer is.
+// Scaled FP8 GEMMs (gemm_shape.h: FP8 x and w, fp32 scales as device pointers -- one each, or
+// row-wise a vector each -- bf16 or fp16 out) run Default and the library's algorithms; row-wise
+// ones at m <= 16 also
+//   "tessera_smallm_w8a16_{mma16,...}_splitk{1,2,4,8}"
+//                                     tessera's FP8-weight kernels (smallm_gemm.h), which read x
+//                                     in the output dtype, unquantized, and w's row scales only
+//                                     (reads_unquantized_x)
+// The library wants the TN layout for FP8 on Hopper, which a linear layer is.
 //
 // candidates() lists the solutions of a shape; resolve() turns a name into a Solution once (parse
 // and library check), so that run() does neither per call.
@@ -80,10 +85,19 @@ class Gemm {
   absl::StatusOr<Solution> resolve(const GemmShape& shape, std::string_view name);
   // Runs `solution`, resolved for `shape`, on x and w of shape.dtype. Where the operands are less
   // aligned than the solution needs (a row view of a tensor, say; tuning used whole buffers), the
-  // call runs Default. FP8 shapes need `scales` (InvalidArgument without them); other shapes
-  // ignore them.
+  // call runs Default. FP8 shapes need `scales` (InvalidArgument without them; only w's for a
+  // solution that reads x unquantized); other shapes ignore them.
   absl::Status run(const Solution& solution, const GemmShape& shape, const void* x, const void* w,
                    void* out, gpuStream_t stream, GemmScales scales = {});
+
+  // Whether `solution` reads x of `shape` unquantized (the output dtype) rather than as FP8 codes:
+  // tessera's FP8-weight kernels.
+  static bool reads_unquantized_x(const Solution& solution, const GemmShape& shape) {
+    return solution.kind == Solution::Kind::kSmallM && is_fp8(shape.dtype);
+  }
+  // What `shape` runs when nothing was tuned: Default, but for decode-sized row-wise FP8 shapes
+  // tessera's FP8-weight kernel.
+  static std::string untuned_solution(const GemmShape& shape);
 
   // The library's version, for the tuning results file's validators.
   std::string library_version() const;

@@ -22,8 +22,6 @@ constexpr uint64_t kSeedW = 0x7e55e7a1, kSeedX = 0x7e55e7a2;
 size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 size_t dtype_bytes(GemmDType t) { return t == GemmDType::kF32 ? 4 : is_fp8(t) ? 1 : 2; }
-// Bytes between the FP8 operands' scales (and the quantization scratch) in scales_.
-constexpr size_t kScaleSpacing = 256;
 
 // `n` seeded uniform values in [lo, hi) of `dtype` (kBF16 or kF16) at `dst`.
 gpuError_t fill_operand(GemmDType dtype, void* dst, int64_t n, uint64_t seed, float lo, float hi,
@@ -176,17 +174,19 @@ absl::Status GpuTunableGemm::prepare(const GemmSignature& sig, int copies) {
   const size_t out_bytes = static_cast<size_t>(shape.m) * shape.n * shape.out_element_bytes();
   const size_t in_bytes = shape.in_element_bytes();
   const size_t w_bytes = align_up(w_elems * in_bytes), x_bytes = align_up(x_elems * in_bytes);
+  const size_t x_values_bytes = is_fp8(shape.dtype) ? align_up(x_elems * 2) : 0;
   // Weights of the usual initialisation scale (variance 1/k), so that outputs are O(1) and the
   // numerics check's absolute tolerance means the same at every k.
   const float w_max = std::sqrt(3.0f / static_cast<float>(shape.k));
   for (int c = 0; c < copies; ++c) {
     Operands o;
-    GPU_CHECK(gpuMalloc(&o.base, w_bytes + x_bytes + align_up(out_bytes)));
+    GPU_CHECK(gpuMalloc(&o.base, w_bytes + x_bytes + align_up(out_bytes) + x_values_bytes));
     copies_.push_back(o);  // owned from here: release() frees it on any later error
     Operands& op = copies_.back();
     op.w = op.base;
     op.x = static_cast<char*>(op.base) + w_bytes;
     op.out = static_cast<char*>(op.base) + w_bytes + x_bytes;
+    if (x_values_bytes > 0) op.x_values = static_cast<char*>(op.out) + align_up(out_bytes);
     GPU_CHECK(gpuMemsetAsync(op.out, 0xff, out_bytes, stream_));
   }
   if (is_fp8(shape.dtype)) {
@@ -205,33 +205,50 @@ absl::Status GpuTunableGemm::prepare(const GemmSignature& sig, int copies) {
 }
 
 absl::Status GpuTunableGemm::fill_fp8_operands(size_t w_elems, size_t x_elems, float w_max) {
-  // The bf16 operands' values, quantized per tensor as activations are at run time (scale =
-  // amax / the largest finite FP8 value): the same in every operand set, and so are the scales.
-  // Each scale (and the scratch) on its own 256-byte boundary, as a separate allocation would be:
+  // The 16-bit operands' values (of the output dtype, as a layer's are), quantized as the backend
+  // does at run time -- per tensor or per row: scale = amax / the largest finite FP8 value --
+  // into every operand set, beside x's values for the solutions that read them. Each scale
+  // vector (and the scratch) starts on its own 256-byte boundary, as a separate allocation would:
   // cuBLASLt refused (NOT_SUPPORTED) a scale pointer 4 bytes into one.
-  GPU_CHECK(gpuMalloc(&scales_, 2 * kScaleSpacing + kFp8PerTensorScratchBytes));
+  const bool rowwise = shape_.rowwise;
+  const size_t w_scale_bytes = align_up(4 * (rowwise ? static_cast<size_t>(shape_.n) : 1));
+  const size_t x_scale_bytes = align_up(4 * (rowwise ? static_cast<size_t>(shape_.m) : 1));
+  GPU_CHECK(gpuMalloc(&scales_, w_scale_bytes + x_scale_bytes + kFp8PerTensorScratchBytes));
+  scale_x_offset_ = w_scale_bytes;
   float* const w_scale = static_cast<float*>(scales_);
-  float* const x_scale = reinterpret_cast<float*>(static_cast<char*>(scales_) + kScaleSpacing);
-  void* const scratch = static_cast<char*>(scales_) + 2 * kScaleSpacing;
-  void* values = nullptr;
-  GPU_CHECK(gpuMalloc(&values, std::max(w_elems, x_elems) * 2));
+  float* const x_scale = reinterpret_cast<float*>(static_cast<char*>(scales_) + w_scale_bytes);
+  void* const scratch = static_cast<char*>(scales_) + w_scale_bytes + x_scale_bytes;
+  void* w_values = nullptr;
+  GPU_CHECK(gpuMalloc(&w_values, w_elems * 2));
   struct Free {
     void* p;
     ~Free() { (void)gpuFree(p); }
-  } free_values{values};
+  } free_values{w_values};
   const Fp8Encoding enc = fp8_encoding_of(shape_.dtype);
-  auto* const bf16 = static_cast<gpu_bf16*>(values);
-  GPU_CHECK(fill_uniform(bf16, static_cast<int64_t>(w_elems), kSeedW, -w_max, w_max, stream_));
+  auto quantize = [&](const void* values, int64_t rows, int64_t cols, void* codes, float* scale) {
+    return launch_as(shape_.out, [&]<typename T>() {
+      const T* v = static_cast<const T*>(values);
+      uint8_t* q = static_cast<uint8_t*>(codes);
+      return rowwise ? quantize_fp8_per_row(v, rows, cols, enc, q, scale, stream_)
+                     : quantize_fp8_per_tensor(v, rows * cols, enc, q, scale, scratch, stream_);
+    });
+  };
+  GPU_CHECK(fill_operand(shape_.out, w_values, static_cast<int64_t>(w_elems), kSeedW, -w_max,
+                         w_max, stream_));
   for (Operands& op : copies_) {
-    GPU_CHECK(quantize_fp8_per_tensor(bf16, static_cast<int64_t>(w_elems), enc,
-                                      static_cast<uint8_t*>(op.w), w_scale, scratch, stream_));
+    GPU_CHECK(quantize(w_values, shape_.n, shape_.k, op.w, w_scale));
+    GPU_CHECK(fill_operand(shape_.out, op.x_values, static_cast<int64_t>(x_elems), kSeedX, -1.0f,
+                           1.0f, stream_));
+    GPU_CHECK(quantize(op.x_values, shape_.m, shape_.k, op.x, x_scale));
+    // x's values become what its codes say, so that solutions reading them (tessera's
+    // FP8-weight kernels) and those reading the codes compute the same products: the numerics
+    // check compares kernels, not quantization.
+    GPU_CHECK(launch_as(shape_.out, [&]<typename T>() {
+      return dequantize_fp8(static_cast<const uint8_t*>(op.x), shape_.m, shape_.k, enc, x_scale,
+                            rowwise, static_cast<T*>(op.x_values), stream_);
+    }));
   }
-  GPU_CHECK(fill_uniform(bf16, static_cast<int64_t>(x_elems), kSeedX, -1.0f, 1.0f, stream_));
-  for (Operands& op : copies_) {
-    GPU_CHECK(quantize_fp8_per_tensor(bf16, static_cast<int64_t>(x_elems), enc,
-                                      static_cast<uint8_t*>(op.x), x_scale, scratch, stream_));
-  }
-  // `values` is freed on return: the stream must be done with it.
+  // `w_values` is freed on return: the stream must be done with it.
   GPU_CHECK(gpuStreamSynchronize(stream_));
   return absl::OkStatus();
 }
@@ -239,8 +256,13 @@ absl::Status GpuTunableGemm::fill_fp8_operands(size_t w_elems, size_t x_elems, f
 GemmScales GpuTunableGemm::scales() const {
   if (scales_ == nullptr) return {};
   const char* const s = static_cast<const char*>(scales_);
-  return {.x = reinterpret_cast<const float*>(s + kScaleSpacing),
+  return {.x = reinterpret_cast<const float*>(s + scale_x_offset_),
           .w = reinterpret_cast<const float*>(s)};
+}
+
+absl::Status GpuTunableGemm::run_on(const Gemm::Solution& s, const Operands& o) {
+  const void* x = Gemm::reads_unquantized_x(s, shape_) ? o.x_values : o.x;
+  return gemm_->run(s, shape_, x, o.w, o.out, stream_, scales());
 }
 
 absl::Status GpuTunableGemm::check_copy(int copy) const {
@@ -262,8 +284,7 @@ absl::Status GpuTunableGemm::run(std::string_view name, int copy) {
   TESSERA_RETURN_IF_ERROR(check_copy(copy));
   TESSERA_RETURN_IF_ERROR(select_device());
   TESSERA_ASSIGN_OR_RETURN(const Gemm::Solution* s, solution(name));
-  const Operands& o = copies_[copy];
-  return gemm_->run(*s, shape_, o.x, o.w, o.out, stream_, scales());
+  return run_on(*s, copies_[copy]);
 }
 
 absl::StatusOr<std::vector<float>> GpuTunableGemm::output(int copy) {
@@ -300,8 +321,7 @@ absl::StatusOr<double> GpuTunableGemm::time_ms(std::string_view name, int64_t it
   TESSERA_ASSIGN_OR_RETURN(const Gemm::Solution* s, solution(name));
   GPU_CHECK(gpuEventRecord(start_, stream_));
   for (int64_t i = 0; i < iterations; ++i) {
-    const Operands& o = copies_[i % copies_.size()];
-    TESSERA_RETURN_IF_ERROR(gemm_->run(*s, shape_, o.x, o.w, o.out, stream_, scales()));
+    TESSERA_RETURN_IF_ERROR(run_on(*s, copies_[i % copies_.size()]));
   }
   GPU_CHECK(gpuEventRecord(stop_, stream_));
   GPU_CHECK(gpuEventSynchronize(stop_));
@@ -393,13 +413,10 @@ std::vector<absl::StatusOr<double>> GpuTunableGemm::time_each(
     }
     const std::string key = str_cat(dtypes, solutions[i]);
     const bool warm = !may_skip_warm || solutions[i] == kDefaultSolution || warmed_.count(key) == 0;
-    const Operands& o0 = copies_[0];
-    absl::Status ran = warm ? gemm_->run(**s, shape_, o0.x, o0.w, o0.out, stream_, scales())
-                            : absl::OkStatus();
+    absl::Status ran = warm ? run_on(**s, copies_[0]) : absl::OkStatus();
     if (ran.ok()) ran = GPU_STATUS(gpuEventRecord(events_[2 * i], stream_));
     for (int64_t it = 0; ran.ok() && it < iterations; ++it) {
-      const Operands& o = copies_[it % copies_.size()];
-      ran = gemm_->run(**s, shape_, o.x, o.w, o.out, stream_, scales());
+      ran = run_on(**s, copies_[it % copies_.size()]);
     }
     if (ran.ok()) ran = GPU_STATUS(gpuEventRecord(events_[2 * i + 1], stream_));
     if (!ran.ok()) {

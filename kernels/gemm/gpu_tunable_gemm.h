@@ -76,7 +76,8 @@ class GpuTunableGemm final : public TunableGemm {
   absl::Status select_device() const;
   absl::StatusOr<const Gemm::Solution*> solution(std::string_view name);
   absl::Status check_copy(int copy) const;
-  // An FP8 signature's operands (prepare()): allocates scales_ and quantizes into every set.
+  // An FP8 signature's operands (prepare()): allocates scales_ and quantizes into every set,
+  // per tensor or row-wise as the shape says.
   absl::Status fill_fp8_operands(size_t w_elems, size_t x_elems, float w_max);
   // The prepared signature's scales (none but for FP8).
   GemmScales scales() const;
@@ -91,13 +92,17 @@ class GpuTunableGemm final : public TunableGemm {
   void wait_prefetch_locked();
 
   // One operand set in one allocation: w [n, k], x [m, k] (both of the prepared shape's dtype),
-  // out [m, n].
+  // out [m, n]; for FP8 shapes also x_values [m, k], x before quantization (the output dtype).
   struct Operands {
     void* base = nullptr;
     void* w = nullptr;
     void* x = nullptr;
     void* out = nullptr;
+    void* x_values = nullptr;
   };
+  // Runs `s` on operand set `o`: x as `s` reads it (FP8 codes, or the values before quantization
+  // for tessera's FP8-weight kernels).
+  absl::Status run_on(const Gemm::Solution& s, const Operands& o);
 
   int device_;
   std::unique_ptr<Gemm> gemm_;
@@ -114,8 +119,10 @@ class GpuTunableGemm final : public TunableGemm {
   // "<dtype>/<out dtype>/<solution>" of every solution run so far: its kernels are loaded.
   std::set<std::string> warmed_;
   void* reference_ = nullptr;  // keep_reference's output copy (shape_'s output bytes)
-  // An FP8 signature's w and x scales (one fp32 each) and the quantizer's scratch.
+  // An FP8 signature's w and x scales (one fp32 each, or one per row of w and of x when
+  // row-wise) and the quantizer's scratch.
   void* scales_ = nullptr;
+  size_t scale_x_offset_ = 0;  // bytes from scales_ to x's
   OutputCompareResult* compare_result_ = nullptr;  // device, 8 bytes
 
   // Background listing: its own Gemm (library handle), the listing in flight, and what the last

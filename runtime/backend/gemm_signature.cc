@@ -13,8 +13,9 @@ namespace {
 constexpr std::string_view kOpPrefix = "GemmTunableOp_";
 constexpr std::string_view kScaledOpPrefix = "ScaledGemmTunableOp_";
 constexpr std::string_view kF32OutSuffix = "_F32out";
-// What PyTorch's scaled params add: not row-wise (per-tensor scales), no bias vector.
+// What PyTorch's scaled params add: per-tensor (rw_0) or row-wise (rw_1) scales, no bias vector.
 constexpr std::string_view kScaledParamsSuffix = "_rw_0_bias_None";
+constexpr std::string_view kRowwiseParamsSuffix = "_rw_1_bias_None";
 
 constexpr GemmDType kAllDTypes[] = {GemmDType::kBF16, GemmDType::kF16, GemmDType::kF32,
                                     GemmDType::kF8E4M3FN, GemmDType::kF8E4M3FNUZ};
@@ -86,10 +87,11 @@ std::string_view gemm_dtype_name(GemmDType t) {
 }
 
 GemmSignature GemmSignature::for_linear(int64_t tokens, int64_t out_features, int64_t in_features,
-                                        GemmDType dtype, GemmDType out_dtype) {
+                                        GemmDType dtype, GemmDType out_dtype, bool rowwise) {
   GemmSignature s;
   s.dtype = dtype;
   s.out_dtype = out_dtype;
+  s.rowwise = rowwise;
   s.trans_a = true;   // A = w, stored [out, in] row-major = [in, out] column-major
   s.trans_b = false;  // B = x, stored [tokens, in] row-major = [in, tokens] column-major
   s.m = out_features;
@@ -114,7 +116,8 @@ std::string GemmSignature::op_name() const {
 
 std::string GemmSignature::params() const {
   return str_cat(trans_a ? "t" : "n", trans_b ? "t" : "n", "_", m, "_", n, "_", k, "_ld_", lda, "_",
-                 ldb, "_", ldc, is_fp8(dtype) ? kScaledParamsSuffix : "");
+                 ldb, "_", ldc,
+                 !is_fp8(dtype) ? "" : rowwise ? kRowwiseParamsSuffix : kScaledParamsSuffix);
 }
 
 std::string GemmSignature::key() const {
@@ -128,6 +131,9 @@ absl::Status GemmSignature::validate() const {
                                                 " inputs cannot write ", gemm_dtype_name(out_dtype),
                                                 " (output is BFloat16 or Half)"));
     }
+  } else if (rowwise) {
+    return absl::InvalidArgumentError(str_cat("row-wise scales on a ", gemm_dtype_name(dtype),
+                                              " GEMM (only FP8 inputs are scaled)"));
   } else if (out_dtype != dtype &&
              !(out_dtype == GemmDType::kF32 && dtype != GemmDType::kF32)) {
     return absl::InvalidArgumentError(str_cat("GEMM with ", gemm_dtype_name(dtype),
@@ -205,18 +211,20 @@ absl::StatusOr<GemmSignature> GemmSignature::parse(std::string_view op, std::str
   auto bad_params = [&](std::string_view why) {
     return absl::InvalidArgumentError(
         str_cat("GEMM params '", params, "' of ", op, ": ", why,
-                scaled ? " (expected <tn|nt|..>_M_N_K_ld_LDA_LDB_LDC_rw_0_bias_None)"
+                scaled ? " (expected <tn|nt|..>_M_N_K_ld_LDA_LDB_LDC_rw_<0|1>_bias_None)"
                        : " (expected <tn|nt|..>_M_N_K_ld_LDA_LDB_LDC)"));
   };
   std::string_view dims_text = params;
   if (scaled) {
     const size_t rw = params.rfind("_rw_");
     if (rw == std::string_view::npos) return bad_params("no _rw_<0|1>_bias_<type> part");
-    if (params.substr(rw) != kScaledParamsSuffix) {
+    if (params.substr(rw) != kScaledParamsSuffix && params.substr(rw) != kRowwiseParamsSuffix) {
       return bad_params(str_cat("'", params.substr(rw + 1),
-                                "' (tessera runs per-tensor scales without a bias: ",
-                                kScaledParamsSuffix.substr(1), ")"));
+                                "' (tessera runs per-tensor or row-wise scales without a bias: ",
+                                kScaledParamsSuffix.substr(1), " or ",
+                                kRowwiseParamsSuffix.substr(1), ")"));
     }
+    s.rowwise = params.substr(rw) == kRowwiseParamsSuffix;
     dims_text = params.substr(0, rw);
   }
   const std::vector<std::string_view> parts = tuning_text::split(dims_text, '_');

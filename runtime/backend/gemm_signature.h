@@ -20,8 +20,10 @@
 //   ScaledGemmTunableOp_Float8_e4m3fn_Float8_e4m3fn_BFloat16_TN,
 //       tn_6144_16_4096_ld_4096_4096_6144_rw_0_bias_None,<solution>,0.0123
 //
-// tessera runs only per-tensor scales (rw_0) without a bias (bias_None), both inputs of one type:
-// e4m3fn (OCP, NVIDIA Hopper and AMD MI350) or e4m3fnuz (AMD MI300), which the name tells apart.
+// tessera runs per-tensor scales (rw_0) and row-wise ones (rw_1: a scale per row of A -- per output
+// feature of the weights -- and per column of B -- per token), without a bias (bias_None), both
+// inputs of one type: e4m3fn (OCP, NVIDIA Hopper and AMD MI350) or e4m3fnuz (AMD MI300), which the
+// name tells apart.
 #pragma once
 
 #include <compare>
@@ -60,30 +62,32 @@ struct GemmSignature {
   int64_t lda = 0;
   int64_t ldb = 0;
   int64_t ldc = 0;
+  // FP8 only: row-wise scales (rw_1), a vector per operand, instead of one scale each (rw_0).
+  bool rowwise = false;
 
   // The BLAS call of a row-major linear layer (see the file comment):
   // out[tokens, out_features] = x[tokens, in_features] @ w[out_features, in_features]^T.
   static GemmSignature for_linear(int64_t tokens, int64_t out_features, int64_t in_features,
-                                  GemmDType dtype, GemmDType out_dtype);
+                                  GemmDType dtype, GemmDType out_dtype, bool rowwise = false);
 
   // "GemmTunableOp_BFloat16_TN", or "..._TN_F32out" for fp32 output from 16-bit inputs;
   // "ScaledGemmTunableOp_Float8_e4m3fn_Float8_e4m3fn_BFloat16_TN" for FP8 inputs.
   std::string op_name() const;
   // "tn_{m}_{n}_{k}_ld_{lda}_{ldb}_{ldc}" (PyTorch's format with leading dimensions), followed
-  // by "_rw_0_bias_None" for FP8 inputs.
+  // by "_rw_0_bias_None" for FP8 inputs ("_rw_1_bias_None" row-wise).
   std::string params() const;
   // "op,params": the first two fields of a results-file line; unique per signature.
   std::string key() const;
 
   // Sizes positive; leading dimensions at least the stored rows (lda >= m, or k when trans_a;
   // ldb >= k, or n when trans_b; ldc >= m); the dtype pair one that has an op name (FP8 only as
-  // input, with bf16 or fp16 output).
+  // input, with bf16 or fp16 output; row-wise only with FP8 inputs).
   absl::Status validate() const;
 
   // Inverse of op_name() / params(). Also reads PyTorch's older params without leading
   // dimensions ("tn_200_100_20"), taking the smallest valid ones. The transposes in `params`
   // must match the op name's. A ScaledGemmTunableOp's params need the leading dimensions, rw_0
-  // and bias_None, and its A and B types must be one FP8 type. Errors name the text and what is
+  // or rw_1, and bias_None, and its A and B types must be one FP8 type. Errors name the text and what is
   // wrong with it.
   static absl::StatusOr<GemmSignature> parse(std::string_view op, std::string_view params);
 

@@ -106,7 +106,8 @@ absl::StatusOr<std::vector<WarmupGemm>> plan_warmup_gemms(const GemmModelShape& 
       for (const Projection& p : layer_projections) {
         add(p.name,
             GemmSignature::for_linear(tokens, p.out_features, p.in_features,
-                                      model.layer_dtype.value_or(model.dtype), model.dtype),
+                                      model.layer_dtype.value_or(model.dtype), model.dtype,
+                                      /*rowwise=*/model.layer_dtype.has_value()),
             tokens, model.num_layers);
       }
     }

@@ -39,7 +39,8 @@ struct GemmModelShape {
   int64_t num_layers = 0;              // only for WarmupGemm::per_step
   GemmDType dtype = GemmDType::kBF16;  // weights and activations
   // The decoder layers' linear GEMMs' inputs where they differ from `dtype`: an FP8 type when the
-  // weights are kept in FP8 (quantization: fp8; their output stays `dtype`). lm_head is `dtype`.
+  // weights are kept in FP8 (quantization: fp8; row-wise scales, their output stays `dtype`).
+  // lm_head is `dtype`.
   std::optional<GemmDType> layer_dtype;
 };
 

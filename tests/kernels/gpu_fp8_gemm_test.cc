@@ -51,33 +51,39 @@ class GpuFp8GemmTest : public ::testing::Test {
     if (stream_ != nullptr) (void)gpuStreamDestroy(stream_);
   }
 
-  // bf16 values in +-max, uploaded and quantized per tensor on the device; the codes and the
-  // scale come back for the reference.
+  // bf16 values in +-max, [rows, cols], uploaded and quantized on the device per tensor or per
+  // row; the codes and the scales come back for the reference.
   struct Quantized {
     DevicePtr codes, scale;
     std::vector<uint8_t> host_codes;
-    float host_scale = 0;
+    std::vector<float> host_scales;  // one, or one per row
+    float scale_of_row(int64_t r) const { return host_scales[host_scales.size() == 1 ? 0 : r]; }
   };
-  Quantized quantize(size_t count, float max, Fp8Encoding enc) {
+  Quantized quantize(int64_t rows, int64_t cols, float max, Fp8Encoding enc, bool rowwise) {
+    const size_t count = static_cast<size_t>(rows * cols);
+    const size_t scales = rowwise ? static_cast<size_t>(rows) : 1;
     std::uniform_real_distribution<float> u(-max, max);
     std::vector<uint16_t> bits(count);
     for (uint16_t& b : bits) b = float_to_bf16(u(rng_));
     DevicePtr values = device_alloc(count * 2);
     DevicePtr scratch = device_alloc(gpu::kFp8PerTensorScratchBytes);
-    Quantized q{device_alloc(count), device_alloc(4), std::vector<uint8_t>(count), 0};
+    Quantized q{device_alloc(count), device_alloc(scales * 4), std::vector<uint8_t>(count),
+                std::vector<float>(scales)};
     EXPECT_EQ(gpuMemcpy(values.get(), bits.data(), count * 2, gpuMemcpyHostToDevice), gpuSuccess);
     // A copy from pageable memory may return before its DMA is done; stream_ does not wait for it.
     EXPECT_EQ(gpuDeviceSynchronize(), gpuSuccess);
-    EXPECT_EQ(gpu::quantize_fp8_per_tensor(static_cast<const gpu_bf16*>(values.get()),
-                                           static_cast<int64_t>(count), enc,
-                                           static_cast<uint8_t*>(q.codes.get()),
-                                           static_cast<float*>(q.scale.get()), scratch.get(),
-                                           stream_),
+    const auto* v = static_cast<const gpu_bf16*>(values.get());
+    auto* codes = static_cast<uint8_t*>(q.codes.get());
+    auto* scale = static_cast<float*>(q.scale.get());
+    EXPECT_EQ(rowwise ? gpu::quantize_fp8_per_row(v, rows, cols, enc, codes, scale, stream_)
+                      : gpu::quantize_fp8_per_tensor(v, static_cast<int64_t>(count), enc, codes,
+                                                     scale, scratch.get(), stream_),
               gpuSuccess);
     EXPECT_EQ(gpuStreamSynchronize(stream_), gpuSuccess);
     EXPECT_EQ(gpuMemcpy(q.host_codes.data(), q.codes.get(), count, gpuMemcpyDeviceToHost),
               gpuSuccess);
-    EXPECT_EQ(gpuMemcpy(&q.host_scale, q.scale.get(), 4, gpuMemcpyDeviceToHost), gpuSuccess);
+    EXPECT_EQ(gpuMemcpy(q.host_scales.data(), q.scale.get(), scales * 4, gpuMemcpyDeviceToHost),
+              gpuSuccess);
     return q;
   }
 
@@ -86,20 +92,23 @@ class GpuFp8GemmTest : public ::testing::Test {
   std::mt19937 rng_{2024};
 };
 
+// Per-tensor and row-wise scales (a scale per token of x, per output feature of w); the library's
+// solutions (tessera's FP8-weight kernels read x unquantized: gpu_smallm_fp8_test.cc).
 TEST_F(GpuFp8GemmTest, MatchesCpuReference) {
   const GemmDType dtype = gpu::fp8_gemm_dtype();
   const Fp8Encoding enc = gpu::fp8_encoding_of(dtype);
   struct NK {
     int64_t n, k;
   };
+  for (const bool rowwise : {false, true}) {
   for (const NK nk : {NK{6144, 4096}, NK{4096, 14336}}) {
-    const Quantized w = quantize(static_cast<size_t>(nk.n * nk.k),
-                                 std::sqrt(3.0f / static_cast<float>(nk.k)), enc);
+    const Quantized w = quantize(nk.n, nk.k, std::sqrt(3.0f / static_cast<float>(nk.k)), enc,
+                                 rowwise);
     std::vector<float> wf(w.host_codes.size());
     for (size_t i = 0; i < wf.size(); ++i) wf[i] = fp8_to_float(enc, w.host_codes[i]);
     for (int64_t m : {1, 16, 64, 256}) {
-      const gpu::GemmShape shape{m, nk.n, nk.k, dtype, GemmDType::kBF16};
-      const Quantized x = quantize(static_cast<size_t>(m * nk.k), 1.0f, enc);
+      const gpu::GemmShape shape{m, nk.n, nk.k, dtype, GemmDType::kBF16, rowwise};
+      const Quantized x = quantize(m, nk.k, 1.0f, enc, rowwise);
       auto candidates = gemm_->candidates(shape);
       ASSERT_TRUE(candidates.ok()) << candidates.status();
       std::vector<std::string> names = {"Default"};
@@ -127,17 +136,19 @@ TEST_F(GpuFp8GemmTest, MatchesCpuReference) {
               acc += static_cast<double>(fp8_to_float(enc, x.host_codes[i * nk.k + p])) *
                      wf[j * nk.k + p];
             }
-            const double ref = acc * x.host_scale * w.host_scale;
+            const double ref = acc * x.scale_of_row(i) * w.scale_of_row(j);
             const double err = std::fabs(bf16_to_float(got[i * nk.n + j]) - ref);
             worst = std::max(worst, std::isnan(err) ? INFINITY : err);
             ASSERT_LE(err, kAtol + kRtol * std::fabs(ref))
-                << name << " m=" << m << " n=" << nk.n << " k=" << nk.k << " at [" << i << ", "
+                << name << (rowwise ? " row-wise" : "") << " m=" << m << " n=" << nk.n
+                << " k=" << nk.k << " at [" << i << ", "
                 << j << "]: " << bf16_to_float(got[i * nk.n + j]) << " vs " << ref;
           }
         }
         EXPECT_LT(worst, 0.05) << name;
       }
     }
+  }
   }
 }
 
@@ -150,11 +161,15 @@ TEST_F(GpuFp8GemmTest, RunWithoutScalesIsAnError) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
 }
 
+// Per tensor and row-wise; at m = 16 the candidates include tessera's FP8-weight kernels, which
+// read x before quantization: every candidate passes the FP8 numerics check.
 TEST_F(GpuFp8GemmTest, TuningWritesAndReadsBackAResultsLine) {
+  for (const bool rowwise : {false, true}) {
+  SCOPED_TRACE(rowwise ? "row-wise" : "per tensor");
   auto tunable = gpu::GpuTunableGemm::create(0);
   ASSERT_TRUE(tunable.ok()) << tunable.status();
-  const GemmSignature sig =
-      GemmSignature::for_linear(16, 6144, 4096, gpu::fp8_gemm_dtype(), GemmDType::kBF16);
+  const GemmSignature sig = GemmSignature::for_linear(16, 6144, 4096, gpu::fp8_gemm_dtype(),
+                                                      GemmDType::kBF16, rowwise);
   TuningConfig config;
   config.max_tuning_iterations = 10;
   absl::StatusOr<TuneOutcome> outcome = tune_gemm(**tunable, sig, config);
@@ -183,14 +198,15 @@ TEST_F(GpuFp8GemmTest, TuningWritesAndReadsBackAResultsLine) {
   // The line is PyTorch's ScaledGemmTunableOp's.
   absl::StatusOr<std::string> text = ResultsFile::format(validators, entries);
   ASSERT_TRUE(text.ok());
-  EXPECT_NE(text->find(sig.op_name() + ",tn_6144_16_4096_ld_4096_4096_6144_rw_0_bias_None," +
-                       outcome->best),
+  EXPECT_NE(text->find(sig.op_name() + ",tn_6144_16_4096_ld_4096_4096_6144_rw_" +
+                       (rowwise ? "1" : "0") + "_bias_None," + outcome->best),
             std::string::npos)
       << *text;
   // The solution named in the file runs the signature again.
   absl::StatusOr<gpu::GemmShape> shape = gpu::shape_of(sig);
   ASSERT_TRUE(shape.ok());
   EXPECT_TRUE(gemm_->resolve(*shape, outcome->best).ok());
+  }
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ TEST(GemmSignature, Fp8ParseErrorsNameWhatIsWrong) {
       {"ScaledGemmTunableOp_Float8_e4m3fn_Float8_e4m3fn_float_TN", kOk,
        "cannot write float (output is BFloat16 or Half)"},
       {"ScaledGemmTunableOp_Float8_e4m3fn_Float8_e4m3fn_BFloat16_TN",
-       "tn_8_8_64_ld_64_64_8_rw_1_bias_None", "'rw_1_bias_None' (tessera runs per-tensor"},
+       "tn_8_8_64_ld_64_64_8_rw_2_bias_None", "'rw_2_bias_None' (tessera runs per-tensor"},
       {"ScaledGemmTunableOp_Float8_e4m3fn_Float8_e4m3fn_BFloat16_TN",
        "tn_8_8_64_ld_64_64_8_rw_0_bias_BFloat16", "'rw_0_bias_BFloat16'"},
       {"ScaledGemmTunableOp_Float8_e4m3fn_Float8_e4m3fn_BFloat16_TN", "tn_8_8_64_ld_64_64_8",
@@ -140,6 +140,24 @@ TEST(GemmSignature, Fp8ParseErrorsNameWhatIsWrong) {
        "nt_8_8_64_ld_64_64_8_rw_0_bias_None", "differ from the op name's 'TN'"},
   };
   expect_parse_errors(cases);
+}
+
+TEST(GemmSignature, RowwiseFp8IsRw1AndADifferentKey) {
+  const GemmSignature tensor =
+      GemmSignature::for_linear(16, 6144, 4096, GemmDType::kF8E4M3FN, GemmDType::kBF16);
+  const GemmSignature rowwise = GemmSignature::for_linear(16, 6144, 4096, GemmDType::kF8E4M3FN,
+                                                          GemmDType::kBF16, /*rowwise=*/true);
+  EXPECT_EQ(rowwise.op_name(), tensor.op_name());
+  EXPECT_EQ(rowwise.params(), "tn_6144_16_4096_ld_4096_4096_6144_rw_1_bias_None");
+  EXPECT_NE(rowwise.key(), tensor.key());
+  absl::StatusOr<GemmSignature> back = GemmSignature::parse(rowwise.op_name(), rowwise.params());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, rowwise);
+  EXPECT_TRUE(back->rowwise);
+  // Only FP8 GEMMs are scaled.
+  const GemmSignature bf16 =
+      GemmSignature::for_linear(16, 64, 64, GemmDType::kBF16, GemmDType::kBF16, true);
+  EXPECT_THAT(std::string(bf16.validate().message()), HasSubstr("row-wise scales on a BFloat16"));
 }
 
 TEST(GemmSignature, Fp8ValidateRejectsOutputsOtherThanBf16AndF16) {

@@ -87,8 +87,8 @@ TEST(WarmupPlan, Float16ModelsPlanHalfGemms) {
   for (const WarmupGemm& g : *plan) EXPECT_EQ(g.signature.dtype, GemmDType::kF16) << g.signature;
 }
 
-// quantization: fp8 -- the layers' GEMMs are scaled FP8 ones writing the compute dtype, lm_head
-// stays in it.
+// quantization: fp8 -- the layers' GEMMs are row-wise scaled FP8 ones (a scale per token and per
+// output feature) writing the compute dtype, lm_head stays in it.
 TEST(WarmupPlan, Fp8LayersPlanScaledGemms) {
   GemmModelShape m = llama3_8b();
   m.layer_dtype = GemmDType::kF8E4M3FN;
@@ -100,6 +100,7 @@ TEST(WarmupPlan, Fp8LayersPlanScaledGemms) {
   for (const WarmupGemm& g : *plan) {
     const bool head = g.used_by == "lm_head";
     EXPECT_EQ(g.signature.dtype, head ? GemmDType::kBF16 : GemmDType::kF8E4M3FN) << g.signature;
+    EXPECT_EQ(g.signature.rowwise, !head) << g.signature;
   }
 }
 
