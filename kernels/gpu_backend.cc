@@ -544,36 +544,40 @@ void GpuBackend::quantize_fp8(const Tensor& w, const Tensor& codes, const Tensor
       !check_dtype(scale, DType::kF32, "quantize_fp8", "scale")) {
     return;
   }
-  if (codes.numel() != w.numel() || scale.numel() != 1) {
+  if (w.rank != 2 || codes.numel() != w.numel() || scale.numel() != w.dim(0)) {
     return record_error(absl::InvalidArgumentError(str_cat(
         name_, ": quantize_fp8: codes hold ", codes.numel(), " elements and scale ",
-        scale.numel(), " for a w of ", w.numel(), " (want the same, and 1)")));
+        scale.numel(), " for a w of ", w.numel(), " in ", w.rank == 2 ? w.dim(0) : 0,
+        " rows (want a 2-D w, as many codes, a scale per row)")));
   }
   make_current();
-  // The per-tensor quantization's scratch sits after the activations' codes.
-  if (absl::Status s = ensure_fp8_activations(1); !s.ok()) return record_error(std::move(s));
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
-    return gpu::quantize_fp8_per_tensor(elements<T>(w), w.numel(),
-                                        gpu::fp8_encoding_of(gpu::fp8_gemm_dtype()),
-                                        codes.as<uint8_t>(), scale.as<float>(),
-                                        fp8_activations_ + fp8_activation_bytes_ + kFp8ScaleBytes,
-                                        stream_);
+    return gpu::quantize_fp8_per_row(elements<T>(w), w.dim(0), w.dim(1),
+                                     gpu::fp8_encoding_of(gpu::fp8_gemm_dtype()),
+                                     codes.as<uint8_t>(), scale.as<float>(), stream_);
   })));
 }
 
-absl::Status GpuBackend::ensure_fp8_activations(size_t bytes) {
-  if (fp8_activations_ != nullptr && bytes <= fp8_activation_bytes_) return absl::OkStatus();
+absl::Status GpuBackend::ensure_fp8_activations(int64_t rows, int64_t cols) {
+  const size_t codes = static_cast<size_t>(rows * cols), scales = static_cast<size_t>(rows);
+  if (fp8_activations_ != nullptr && codes <= fp8_code_capacity_ &&
+      scales <= fp8_scale_capacity_) {
+    return absl::OkStatus();
+  }
   if (fp8_activations_ != nullptr) {
     GPU_CHECK(gpuStreamSynchronize(stream_));
     GPU_CHECK(gpuFree(fp8_activations_));
     fp8_activations_ = nullptr;
     ++graph_generation_;  // recordings point at the old buffer
   }
-  // Codes rounded up to 256 bytes, then the scale, then the quantization's scratch.
-  const size_t want = (std::max(bytes, 2 * fp8_activation_bytes_) + 255) / 256 * 256;
+  // Codes, then the row scales, each rounded up to 256 bytes (cuBLASLt wants aligned scales).
+  auto round = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const size_t want_codes = round(std::max(codes, 2 * fp8_code_capacity_));
+  const size_t want_scales = std::max(scales, 2 * fp8_scale_capacity_);
   GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&fp8_activations_),
-                      want + kFp8ScaleBytes + gpu::kFp8PerTensorScratchBytes));
-  fp8_activation_bytes_ = want;
+                      want_codes + round(4 * want_scales)));
+  fp8_code_capacity_ = want_codes;
+  fp8_scale_capacity_ = want_scales;
   return absl::OkStatus();
 }
 
@@ -584,24 +588,28 @@ void GpuBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& out)
   }
   if (!check_dtype(x, dtype_, "linear", "x") || !check_dtype(out, dtype_, "linear", "out")) return;
   const gpu::GemmShape shape{x.dim(0), w.dim(0), w.dim(1), gpu::fp8_gemm_dtype(),
-                             gemm_dtype_of(dtype_)};
+                             gemm_dtype_of(dtype_), /*rowwise=*/true};
   if (shape.m == 0) return;
-  if (absl::Status s = ensure_fp8_activations(static_cast<size_t>(shape.m * shape.k)); !s.ok()) {
+  const gpu::Gemm::Solution& solution =
+      gemm_solutions_ != nullptr
+          ? gemm_solution_cache_.solution(*gemm_, *gemm_solutions_, shape)
+          : gemm_solution_cache_.untuned(*gemm_, shape);
+  if (gpu::Gemm::reads_unquantized_x(solution, shape)) {
+    record_error(gemm_->run(solution, shape, x.data, w.data, out.data, stream_,
+                            gpu::GemmScales{.w = w.scale}));
+    return;
+  }
+  if (absl::Status s = ensure_fp8_activations(shape.m, shape.k); !s.ok()) {
     return record_error(std::move(s));
   }
-  float* const x_scale = reinterpret_cast<float*>(fp8_activations_ + fp8_activation_bytes_);
-  void* const scratch = fp8_activations_ + fp8_activation_bytes_ + kFp8ScaleBytes;
+  float* const x_scales = reinterpret_cast<float*>(fp8_activations_ + fp8_code_capacity_);
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
-    return gpu::quantize_fp8_per_tensor(elements<T>(x), shape.m * shape.k,
-                                        gpu::fp8_encoding_of(shape.dtype), fp8_activations_,
-                                        x_scale, scratch, stream_);
+    return gpu::quantize_fp8_per_row(elements<T>(x), shape.m, shape.k,
+                                     gpu::fp8_encoding_of(shape.dtype), fp8_activations_,
+                                     x_scales, stream_);
   })));
-  static const gpu::Gemm::Solution kDefault;
-  const gpu::Gemm::Solution& solution =
-      gemm_solutions_ != nullptr ? gemm_solution_cache_.solution(*gemm_, *gemm_solutions_, shape)
-                                 : kDefault;
   record_error(gemm_->run(solution, shape, fp8_activations_, w.data, out.data, stream_,
-                          gpu::GemmScales{.x = x_scale, .w = w.scale}));
+                          gpu::GemmScales{.x = x_scales, .w = w.scale}));
 }
 
 void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,

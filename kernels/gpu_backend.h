@@ -102,9 +102,11 @@ class GpuBackend final : public Backend {
                                              const Tensor& dst);
   // Grows the split-KV decode partials (fp32) to at least `floats`.
   absl::Status ensure_decode_workspace(size_t floats);
-  // Grows the FP8 activations' codes to at least `bytes` (with their scale and its scratch).
-  absl::Status ensure_fp8_activations(size_t bytes);
-  // out = x @ w^T with w FP8: x quantized per tensor into the FP8 activations, a scaled GEMM.
+  // Grows the FP8 activations to hold `rows` x `cols` codes and `rows` scales.
+  absl::Status ensure_fp8_activations(int64_t rows, int64_t cols);
+  // out = x @ w^T with w FP8 (a scale per row): the tuned (or untuned) solution of the row-wise
+  // scaled shape; x quantized per token into the FP8 activations unless the solution reads x as
+  // it is (tessera's FP8-weight kernels).
   void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& out);
 
   // A step's int32 metadata: pinned host staging, its device twin, and the event of the last
@@ -149,11 +151,11 @@ class GpuBackend final : public Backend {
   size_t pinned_bytes_ = 0;
   float* scratch_ = nullptr;
   unsigned long long* first_non_finite_ = nullptr;  // the weight check's word (device memory)
-  // FP8 linear: the activations' codes, then (at fp8_scale_offset_) their scale and the
-  // per-tensor quantization's scratch; grown in a direct run, never while a graph records.
+  // FP8 linear: the activations' codes, then (at fp8_code_capacity_ bytes) their per-token
+  // scales; grown in a direct run, never while a graph records.
   uint8_t* fp8_activations_ = nullptr;
-  size_t fp8_activation_bytes_ = 0;
-  static constexpr size_t kFp8ScaleBytes = 256;  // the scale's slot (keeps the scratch aligned)
+  size_t fp8_code_capacity_ = 0;   // bytes
+  size_t fp8_scale_capacity_ = 0;  // floats
   static constexpr size_t kScratchFloats = size_t{8} << 20;  // 32 MiB
 
   // Eager steps' metadata (moves when it grows) and graph steps' (growing it bumps

@@ -105,8 +105,9 @@ class Backend {
   virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w,
                             NormSpec norm, const Tensor& out) = 0;
   // out[m, n] = x[m, k] @ w[n, k]^T (out may be fp32 while x and w are the compute dtype). w may
-  // be FP8 (kF8_E4M3 with its scale) where supports() accepts kFp8: x is then quantized per
-  // tensor on the way in and out is the compute dtype.
+  // be FP8 (kF8_E4M3 with its row scales) where supports() accepts kFp8: out is then the compute
+  // dtype, and x is quantized per token on the way in (or read as it is, where a kernel that
+  // takes FP8 weights with 16-bit activations runs the shape: decode-sized batches).
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
   // OK where this backend stores and multiplies weights as `q` says; otherwise why not, naming
   // the backend or device (kNone is always supported).
@@ -115,8 +116,8 @@ class Backend {
     return absl::FailedPreconditionError(
         name() + " has no FP8 weights (quantization: fp8 needs a GPU with FP8 tensor cores)");
   }
-  // codes [n, k] (kF8_E4M3) = w [n, k] (compute dtype) / *scale, scale [1] (fp32) = max |w| over
-  // the largest finite FP8 value: one scale per tensor. Where supports(kFp8).
+  // codes [n, k] (kF8_E4M3) = w [n, k] (compute dtype) / scale[row], scale [n] (fp32) = the row's
+  // max |w| over the largest finite FP8 value: one scale per output feature. Where supports(kFp8).
   virtual void quantize_fp8(const Tensor& w, const Tensor& codes, const Tensor& scale);
   // Applies `prologue` to each token's q, k and v in place, rotates the q and k parts (RoPE at
   // each token's position with inv_freq [head_dim / 2], dimensions paired as shape.rope_style

@@ -65,6 +65,12 @@
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
 #            as tessera's benchmark times)
 #   tp       (4 GPUs) tensor parallelism: see run_tp below (TP_PART=8b, the default, or 70b)
+#   fp8      FP8 weights (quantization: fp8) against bf16 on the 8B shape; FP8_PARTS picks among
+#            tests (the FP8 GPU kernel tests), logits (logits, greedy and forced tokens), serve
+#            (c=1 / 64 and 256 x 128/128 each way), gemm (`tessera bench gemm --dtype fp8-rowwise`
+#            beside tests/bench/bench_scaled_mm.py at FP8_GEMM_M) and ppl (the default model's
+#            perplexity each way on Debian's license texts; DEFAULT_MODEL, sent in parts as for
+#            `default`)
 #
 # SKIP_KERNEL_TESTS=1 leaves the GPU kernel tests out of a stage (~4 min on an H100) when the same
 # build's tests already ran in an earlier call.
@@ -72,7 +78,7 @@
 # usage: scripts/gpu-check.sh STAGE [BUNDLE_DIR]        (default .bundle)
 set -uo pipefail
 
-stage=${1:?usage: scripts/gpu-check.sh kernels|attn|ab|families|families8b|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve|load|tp [BUNDLE_DIR]}
+stage=${1:?usage: scripts/gpu-check.sh kernels|attn|ab|families|families8b|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve|load|tp|fp8 [BUNDLE_DIR]}
 bundle=${2:-.bundle}
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
@@ -758,14 +764,54 @@ run_load() {
 # Issue 18 (FP8 weights), one GPU: the FP8 kernel tests; the 8B-shaped model with `quantization:
 # fp8` against bf16 -- logits' error and bf16's greedy tokens forced through it, serve c=1 / 64 and
 # 256 streams of 128 / 128 both ways (same call: ratios); and, where the default model is on the
-# host (models/, ~98 MB: more than one call carries), its perplexity both ways on Debian's license
-# texts (base-files' /usr/share/common-licenses, six concatenated: ~35k tokens).
+# host (DEFAULT_MODEL, ~98 MB: more than one call carries), its perplexity both ways on Debian's
+# license texts (base-files' /usr/share/common-licenses, six concatenated: ~28.6k tokens).
 run_fp8() {
-  timeout 300 "$bundle/bin/gpu_kernel_tests" --gtest_filter='*Fp8*' > "$out/fp8_kernel_tests.log" 2>&1 || status=1
-  grep -E '^\[ +(FAILED|PASSED) +\]|Failure' "$out/fp8_kernel_tests.log" | head -12
+  local parts=" ${FP8_PARTS:-tests logits serve gemm ppl} "
+  if [[ $parts == *" tests "* ]]; then
+    timeout 300 "$bundle/bin/gpu_kernel_tests" --gtest_filter='*Fp8*:*SmallM*' > "$out/fp8_kernel_tests.log" 2>&1 || status=1
+    grep -E '^\[ +(FAILED|PASSED) +\]|Failure' "$out/fp8_kernel_tests.log" | head -12
+  fi
   local model=/tmp/llama8b
   MODEL=$model
-  python3 tests/reference/random_llama.py "$model" || { status=1; return; }
+  if [[ $parts == *" logits "* || $parts == *" serve "* ]]; then
+    python3 tests/reference/random_llama.py "$model" || { status=1; return; }
+  fi
+  [[ $parts == *" logits "* ]] && fp8_logits "$model"
+  if [[ $parts == *" serve "* ]]; then
+    local q
+    for q in none fp8; do
+      start_server "fp8_$q" --quantization $q --max-num-seqs 256 || continue
+      grep -h -A3 "device  name" "$out/tesserad_fp8_$q.log" | head -3
+      for c in 1 64; do
+        bench_serve "fp8_$q" $c
+        echo "$q c=$c: $(grep -m1 "output throughput" "$out/serve_fp8_${q}_c$c.log") $(grep -m1 "^ITL" "$out/serve_fp8_${q}_c$c.log")"
+      done
+      load_run "fp8_${q}_c256_128" --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128
+      stop_server
+    done
+  fi
+  [[ $parts == *" gemm "* ]] && fp8_gemm
+  [[ $parts == *" ppl "* ]] && fp8_perplexity
+}
+
+# The row-wise FP8 GEMM table (tessera's FP8-weight kernels and cuBLASLt, tuned and default)
+# beside torch._scaled_mm (per tensor and row-wise) and bf16 F.linear, at FP8_GEMM_M.
+fp8_gemm() {
+  local m=${FP8_GEMM_M:-1,16,64,256,1024,4096}
+  timeout 400 "$bundle/bin/tessera" bench gemm --dtype fp8-rowwise --m "$m" \
+    --json "$out/bench_gemm_fp8_rowwise.json" > "$out/bench_gemm_fp8_rowwise.log" 2> "$out/bench_gemm_fp8_rowwise.err" \
+    || { echo "bench gemm fp8-rowwise failed"; tail -3 "$out/bench_gemm_fp8_rowwise.err"; status=1; }
+  local abs_out
+  abs_out=$(cd "$out" && pwd)
+  (cd tests/bench && timeout 300 python3 bench_scaled_mm.py "$m" --json "$abs_out/anchor_scaled_mm.json") \
+    > "$out/anchor_scaled_mm.log" 2>&1 || echo "bench_scaled_mm.py: exit $?"
+  cat "$out/bench_gemm_fp8_rowwise.log" "$out/anchor_scaled_mm.log"
+}
+
+# The 8B-shaped model's logits and greedy tokens with FP8 weights against bf16's, on 3 prompts.
+fp8_logits() {
+  local model=$1
   local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
   TESSERA_BACKEND=gpu "$bundle/bin/dump_logits" "$model" "$out/fp8_bf16.json" "${prompts[@]}" \
     > "$out/fp8_bf16.log" 2>&1 || { echo "dump_logits bf16 failed"; tail -5 "$out/fp8_bf16.log"; status=1; return; }
@@ -789,29 +835,25 @@ for i in range(n):
     den = math.sqrt(sum(x * x for x in a["logits"]))
     print(f"{i:6d}  {len(a['ids']):6d}  {same:2d}/{len(a['greedy'])}               {agree:2d}/{len(a['greedy'])}                {num / den:.2e}")
 PY
-  local q
-  for q in none fp8; do
-    start_server "fp8_$q" --quantization $q --max-num-seqs 256 || continue
-    grep -h -A3 "device  name" "$out/tesserad_fp8_$q.log" | head -3
-    for c in 1 64; do
-      bench_serve "fp8_$q" $c
-      echo "$q c=$c: $(grep -m1 "output throughput" "$out/serve_fp8_${q}_c$c.log") $(grep -m1 "^ITL" "$out/serve_fp8_${q}_c$c.log")"
-    done
-    load_run "fp8_${q}_c256_128" --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128
-    stop_server
-  done
-  local default_model=models/SmolLM2-135M-Instruct.Q4_1.gguf
+}
+
+# The default model's perplexity (DEFAULT_MODEL) on six license texts Debian ships in
+# /usr/share/common-licenses (base-files; ~33k tokens), bf16 weights against FP8.
+fp8_perplexity() {
+  local default_model=${DEFAULT_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
   if [[ ! -f $default_model ]]; then
     echo "perplexity: $default_model is not on this host: skipped"
     return
   fi
   local text=$out/licenses.txt
   cat /usr/share/common-licenses/{GPL-3,GPL-2,LGPL-2.1,GFDL-1.3,Apache-2.0,MPL-2.0} > "$text" \
-    || { echo "perplexity: no /usr/share/common-licenses here"; return; }
+    || { echo "perplexity: no /usr/share/common-licenses here"; status=1; return; }
+  local q
   for q in none fp8; do
-    "$bundle/bin/tessera" perplexity --model "$default_model" --text "$text" --context 1024 \
-      --backend gpu --quantization $q --json "$out/perplexity_$q.json" 2> "$out/perplexity_$q.err" \
-      || { echo "perplexity $q failed"; tail -3 "$out/perplexity_$q.err"; status=1; }
+    timeout 300 "$bundle/bin/tessera" perplexity --model "$default_model" --text "$text" --context 1024 \
+      --backend gpu --quantization $q --json "$out/perplexity_$q.json" > "$out/perplexity_$q.log" 2>&1 \
+      || { echo "perplexity $q failed"; tail -3 "$out/perplexity_$q.log"; status=1; }
+    echo "perplexity $q: $(tail -2 "$out/perplexity_$q.log" | tr '\n' ' ')"
   done
 }
 

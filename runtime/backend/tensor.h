@@ -32,8 +32,8 @@ struct Tensor {
   DType dtype = DType::kF32;
   int rank = 0;
   std::array<int64_t, kMaxRank> shape{};  // outermost first
-  // FP8 tensors only: the fp32 scalar, in the same backend's memory, that dequantizes them
-  // (value = code * *scale).
+  // FP8 tensors only: fp32 scales in the same backend's memory, one per row (dim 0) -- per output
+  // feature of a weight -- that dequantize them (value[r, c] = code[r, c] * scale[r]).
   const float* scale = nullptr;
 
   Tensor() = default;

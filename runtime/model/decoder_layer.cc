@@ -97,12 +97,17 @@ int64_t decoder_layer_linear_elements(const ModelConfig& c, const TensorParallel
   return qkv_rows * h + h * shard.heads * d + 3 * shard.intermediate * h;
 }
 
+int64_t decoder_layer_linear_rows(const ModelConfig& c, const TensorParallelShard& shard) {
+  const int64_t qkv_rows = (shard.heads + 2 * shard.kv_heads) * c.head_dim;
+  return qkv_rows + c.hidden_size + 2 * shard.intermediate + c.hidden_size;
+}
+
 absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend& b,
                                             TensorArena& arena, size_t* bytes) {
   DecoderLayer kept;
   auto quantized = [&](const Tensor& w, Tensor& out) -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(out, arena.allocate(b, DType::kF8_E4M3, {w.dim(0), w.dim(1)}));
-    TESSERA_ASSIGN_OR_RETURN(const Tensor scale, arena.allocate(b, DType::kF32, {1}));
+    TESSERA_ASSIGN_OR_RETURN(const Tensor scale, arena.allocate(b, DType::kF32, {w.dim(0)}));
     b.quantize_fp8(w, out, scale);
     out.scale = scale.as<float>();
     *bytes += out.nbytes() + scale.nbytes();

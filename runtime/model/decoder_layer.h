@@ -40,9 +40,11 @@ int64_t decoder_layer_elements(const ModelConfig& config, const TensorParallelSh
 // The elements of a layer's linear weights (qkv, o, gate_up, down): what quantization stores in
 // FP8.
 int64_t decoder_layer_linear_elements(const ModelConfig& config, const TensorParallelShard& shard);
+// The rows (output features) of those weights: FP8 keeps an fp32 scale for each.
+int64_t decoder_layer_linear_rows(const ModelConfig& config, const TensorParallelShard& shard);
 
 // `staged` (loaded in the compute dtype, in memory about to be freed) kept in `arena`: its linear
-// weights quantized to FP8 with one scale per tensor (Backend::quantize_fp8), every other tensor
+// weights quantized to FP8 with one scale per row (Backend::quantize_fp8), every other tensor
 // copied. Adds the bytes kept to *bytes. Errors: the backend's (its synchronize()).
 absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend& backend,
                                             TensorArena& arena, size_t* bytes);

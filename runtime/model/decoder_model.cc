@@ -156,8 +156,9 @@ ModelFootprint DecoderModel::footprint(const ModelConfig& c, DType dtype, int32_
   f.embedding_bytes = static_cast<uint64_t>(shard.vocab_rows * c.hidden_size) * es;
   const uint64_t all = static_cast<uint64_t>(decoder_layer_elements(c, shard));
   const uint64_t linear = static_cast<uint64_t>(decoder_layer_linear_elements(c, shard));
-  // FP8: a byte per linear weight and a 4-byte scale for each of the four.
-  const uint64_t layer = quantization == Quantization::kFp8 ? (all - linear) * es + linear + 16
+  // FP8: a byte per linear weight and a 4-byte scale per row of each.
+  const uint64_t scales = 4 * static_cast<uint64_t>(decoder_layer_linear_rows(c, shard));
+  const uint64_t layer = quantization == Quantization::kFp8 ? (all - linear) * es + linear + scales
                                                             : all * es;
   f.layer_bytes.assign(static_cast<size_t>(c.num_layers), layer);
   f.final_norm_bytes = static_cast<uint64_t>(c.hidden_size) * es;

@@ -1,10 +1,13 @@
-// The FP8 weights of `quantization: fp8` through the GPU backend: Backend::quantize_fp8 (one scale
-// per tensor) and Backend::linear with an FP8 weight (the activations quantized per tensor on the
-// way in, a scaled cuBLASLt GEMM) against the backend's own bf16 linear on the same weights, at
-// decode and prefill sizes, directly and replayed from a graph; an FP8 weight without its scale is
-// an error, not garbage. Skips without a GPU or on one without FP8 (Backend::supports).
+// The FP8 weights of `quantization: fp8` through the GPU backend: Backend::quantize_fp8 (a scale
+// per row) and Backend::linear with an FP8 weight (at decode sizes tessera's FP8-weight kernels
+// on the 16-bit activations, else the activations quantized per token and a row-wise scaled
+// cuBLASLt GEMM) against the backend's own bf16 linear on the same weights, at decode and prefill
+// sizes, on rows of very different magnitudes, directly and replayed from a graph; an FP8 weight
+// without its scale is an error, not garbage. Skips without a GPU or on one without FP8
+// (Backend::supports).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -53,6 +56,32 @@ class GpuFp8LinearTest : public ::testing::Test {
     return out;
   }
 
+  // codes and row scales of w, quantized by the backend.
+  Tensor quantized(std::vector<DeviceBuffer>& keep, const Tensor& w) {
+    Tensor codes = empty(keep, DType::kF8_E4M3, {w.dim(0), w.dim(1)});
+    const Tensor scale = empty(keep, DType::kF32, {w.dim(0)});
+    backend_->quantize_fp8(w, codes, scale);
+    codes.scale = scale.as<float>();
+    EXPECT_TRUE(backend_->synchronize().ok());
+    return codes;
+  }
+  // The relative norm error of b against a ([m, n] outputs), the largest over `groups` groups of
+  // output features (feature f in group f % groups).
+  static double relative_error(const std::vector<float>& a, const std::vector<float>& b, int64_t n,
+                               int64_t groups = 1) {
+    std::vector<double> num(static_cast<size_t>(groups)), den(static_cast<size_t>(groups));
+    for (size_t i = 0; i < a.size(); ++i) {
+      const size_t g = i % static_cast<size_t>(n) % static_cast<size_t>(groups);
+      num[g] += (a[i] - b[i]) * double(a[i] - b[i]);
+      den[g] += a[i] * double(a[i]);
+    }
+    double worst = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      worst = std::max(worst, den[g] > 0 ? std::sqrt(num[g] / den[g]) : 1.0);
+    }
+    return worst;
+  }
+
   GpuBackend* backend_ = nullptr;
   std::mt19937 rng_{8};
 };
@@ -61,12 +90,8 @@ TEST_F(GpuFp8LinearTest, MatchesTheBf16LinearWithinFp8Rounding) {
   const int64_t n = 1024, k = 4096;
   std::vector<DeviceBuffer> keep;
   const Tensor w = random_bf16(keep, {n, k}, std::sqrt(3.0f / k));
-  Tensor codes = empty(keep, DType::kF8_E4M3, {n, k});
-  const Tensor scale = empty(keep, DType::kF32, {1});
-  backend_->quantize_fp8(w, codes, scale);
-  codes.scale = scale.as<float>();
-  ASSERT_TRUE(backend_->synchronize().ok());
-  for (int64_t m : {1, 16, 300}) {
+  const Tensor codes = quantized(keep, w);
+  for (int64_t m : {1, 3, 16, 17, 300}) {
     SCOPED_TRACE(testing::Message() << "m=" << m);
     const Tensor x = random_bf16(keep, {m, k}, 1.0f);
     const Tensor ref = empty(keep, DType::kBF16, {m, n}), got = empty(keep, DType::kBF16, {m, n});
@@ -74,16 +99,38 @@ TEST_F(GpuFp8LinearTest, MatchesTheBf16LinearWithinFp8Rounding) {
     backend_->linear(x, codes, got);
     const absl::Status s = backend_->synchronize();
     ASSERT_TRUE(s.ok()) << s;
-    const std::vector<float> a = download(ref), b = download(got);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      num += (a[i] - b[i]) * (a[i] - b[i]);
-      den += a[i] * a[i];
-    }
     // e4m3 keeps 3 mantissa bits (relative rounding up to 1/16 per element, both operands):
     // over k = 4096 products the error averages to a few percent of the output's norm.
-    EXPECT_LT(std::sqrt(num / den), 0.06);
-    EXPECT_GT(den, 0.0);
+    EXPECT_LT(relative_error(download(ref), download(got), n), 0.06);
+  }
+}
+
+// Rows (output features) 2^-8 .. 2^7 apart in magnitude: one scale per tensor would leave the
+// small rows in FP8's subnormals or at zero; a scale per row keeps each as accurate as the rest.
+// (n a multiple of 16: cuBLASLt's FP8 GEMMs want 16-byte aligned rows of the output.)
+TEST_F(GpuFp8LinearTest, EveryRowKeepsItsPrecisionWhateverItsMagnitude) {
+  const int64_t n = 256, k = 1024, kMagnitudes = 16;
+  std::vector<DeviceBuffer> keep;
+  std::vector<float> values(static_cast<size_t>(n * k));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t r = 0; r < n; ++r) {
+    const float row_scale = std::ldexp(1.0f, static_cast<int>(r % kMagnitudes) - 8);
+    for (int64_t c = 0; c < k; ++c) values[static_cast<size_t>(r * k + c)] = u(rng_) * row_scale;
+  }
+  keep.push_back(*backend_->allocate(values.size() * 2));
+  const Tensor w(keep.back().data(), DType::kBF16, {n, k});
+  backend_->upload_f32(values, w);
+  const Tensor codes = quantized(keep, w);
+  for (int64_t m : {1, 16, 64}) {
+    SCOPED_TRACE(testing::Message() << "m=" << m);
+    const Tensor x = random_bf16(keep, {m, k}, 1.0f);
+    const Tensor ref = empty(keep, DType::kBF16, {m, n}), got = empty(keep, DType::kBF16, {m, n});
+    backend_->linear(x, w, ref);
+    backend_->linear(x, codes, got);
+    const absl::Status s = backend_->synchronize();
+    ASSERT_TRUE(s.ok()) << s;
+    // Per magnitude class (16 features each).
+    EXPECT_LT(relative_error(download(ref), download(got), n, kMagnitudes), 0.08);
   }
 }
 
@@ -91,10 +138,7 @@ TEST_F(GpuFp8LinearTest, RecordedAndReplayedLikeAnyDecodeOp) {
   const int64_t n = 512, k = 1024, m = 4;
   std::vector<DeviceBuffer> keep;
   const Tensor w = random_bf16(keep, {n, k}, 0.05f);
-  Tensor codes = empty(keep, DType::kF8_E4M3, {n, k});
-  const Tensor scale = empty(keep, DType::kF32, {1});
-  backend_->quantize_fp8(w, codes, scale);
-  codes.scale = scale.as<float>();
+  const Tensor codes = quantized(keep, w);
   const Tensor x = random_bf16(keep, {m, k}, 1.0f);
   const Tensor direct = empty(keep, DType::kBF16, {m, n}), out = empty(keep, DType::kBF16, {m, n});
   backend_->linear(x, codes, direct);

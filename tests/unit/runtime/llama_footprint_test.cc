@@ -57,7 +57,7 @@ TEST(LlamaFootprint, KvBytesPerTokenAreTheCachesOwn) {
   EXPECT_EQ(one_block.bytes_per_block(DType::kBF16), 32 * 16 * f.kv_bytes_per_token_per_layer);
 }
 
-// FP8 weights: a byte per linear weight and a scale per linear tensor, the norms as before.
+// FP8 weights: a byte per linear weight and an fp32 scale per row of each, the norms as before.
 TEST(LlamaFootprint, Fp8LayersHoldTheirLinearWeightsInABytePerElement) {
   const ModelConfig c = llama3_8b();
   const ModelFootprint bf16 = DecoderModel::footprint(c, DType::kBF16);
@@ -65,12 +65,15 @@ TEST(LlamaFootprint, Fp8LayersHoldTheirLinearWeightsInABytePerElement) {
   const uint64_t linear = (6144u * 4096 + 4096u * 4096 + 3u * 14336 * 4096);
   const uint64_t norms = 2u * 4096;
   EXPECT_EQ(bf16.layer_bytes[0], 2 * (linear + norms));
-  EXPECT_EQ(fp8.layer_bytes[0], linear + 2 * norms + 4 * 4);
+  const uint64_t rows = 6144u + 4096 + 2u * 14336 + 4096;
+  EXPECT_EQ(fp8.layer_bytes[0], linear + 2 * norms + 4 * rows);
   EXPECT_EQ(fp8.embedding_bytes, bf16.embedding_bytes);  // embeddings and lm_head stay bf16
   EXPECT_EQ(fp8.lm_head_bytes, bf16.lm_head_bytes);
   // Under tensor parallelism each rank's share.
   const ModelFootprint tp2 = DecoderModel::footprint(c, DType::kBF16, 2, Quantization::kFp8);
-  EXPECT_EQ(tp2.layer_bytes[0], linear / 2 + 2 * norms + 4 * 4);
+  // Rows split for qkv and gate_up (column-parallel), whole for o and down (row-parallel).
+  const uint64_t tp2_rows = 3072u + 4096 + 14336 + 4096;
+  EXPECT_EQ(tp2.layer_bytes[0], linear / 2 + 2 * norms + 4 * tp2_rows);
 }
 
 }  // namespace
