@@ -1,7 +1,9 @@
 #include "kernels/gpu_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "kernels/dequant_gpu.h"
@@ -100,12 +102,25 @@ absl::Status GpuBackend::init() {
   auto tunable = gpu::GpuTunableGemm::create(device_);
   if (!tunable.ok()) return tunable.status();
   tunable_gemm_ = *std::move(tunable);
+  if (const char* v = std::getenv("TESSERA_PROFILE_OPS"); v != nullptr && std::string_view(v) == "1") {
+    profiler_ = std::make_unique<gpu::OpProfiler>();
+    spdlog::info("{}: TESSERA_PROFILE_OPS=1: timing every op (decode graphs off); the table is "
+                 "logged at exit", name_);
+  }
   return absl::OkStatus();
+}
+
+void GpuBackend::mark(std::string_view op) {
+  if (profiler_ != nullptr) profiler_->mark(op, stream_);
 }
 
 GpuBackend::~GpuBackend() {
   make_current();
   if (stream_ != nullptr) (void)gpuStreamSynchronize(stream_);
+  if (profiler_ != nullptr && profiler_->collect().ok()) {
+    spdlog::info("{}: {}", name_, profiler_->report());
+  }
+  profiler_.reset();
   for (auto& [key, graph] : graphs_) drop_graph(graph);
   tunable_gemm_.reset();
   gemm_.reset();
@@ -468,6 +483,7 @@ void GpuBackend::begin_graph_step(const StepBatch& batch, int32_t max_context) {
 }
 
 void GpuBackend::embedding(const Tensor& table, int64_t first_id, float scale, const Tensor& out) {
+  mark("embedding");
   if (!check_dtype(table, dtype_, "embedding", "table") ||
       !check_dtype(out, dtype_, "embedding", "out")) {
     return;
@@ -479,6 +495,7 @@ void GpuBackend::embedding(const Tensor& table, int64_t first_id, float scale, c
 }
 
 void GpuBackend::rms_norm(const Tensor& x, const Tensor& w, NormSpec norm, const Tensor& out) {
+  mark("rms_norm");
   if (!check_dtype(x, dtype_, "rms_norm", "x") || !check_dtype(w, dtype_, "rms_norm", "w") ||
       !check_dtype(out, dtype_, "rms_norm", "out")) {
     return;
@@ -491,6 +508,7 @@ void GpuBackend::rms_norm(const Tensor& x, const Tensor& w, NormSpec norm, const
 
 void GpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w,
                               NormSpec norm, const Tensor& out) {
+  mark("add_rms_norm");
   if (!check_dtype(residual, dtype_, "add_rms_norm", "residual") ||
       !check_dtype(x, dtype_, "add_rms_norm", "x") ||
       !check_dtype(w, dtype_, "add_rms_norm", "w") ||
@@ -504,6 +522,10 @@ void GpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Ten
 }
 
 void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
+  if (profiler_ != nullptr) {
+    mark(str_cat("linear ", w.dtype == DType::kF8_E4M3 ? "fp8 " : "", w.dim(0), "x", w.dim(1),
+                 out.dtype == DType::kF32 ? " (fp32 out)" : ""));
+  }
   if (w.dtype == DType::kF8_E4M3) return linear_fp8(x, w, out);
   if (!check_dtype(x, dtype_, "linear", "x") || !check_dtype(w, dtype_, "linear", "w")) {
     return;
@@ -614,6 +636,7 @@ void GpuBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& out)
 
 void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
                                 const QkvPrologue& prologue, const KvLayerView& cache) {
+  mark("rope_and_cache");
   if (!check_dtype(qkv, dtype_, "rope_and_cache", "qkv") ||
       !check_dtype(inv_freq, DType::kF32, "rope_and_cache", "inv_freq") ||
       !check_dtype(cache.k, dtype_, "rope_and_cache", "k cache") ||
@@ -642,6 +665,7 @@ void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, Atten
 
 void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
                            const AttentionSpec& spec, const Tensor& out) {
+  mark("attention (prefill)");
   if (!check_dtype(qkv, dtype_, "attention", "qkv") ||
       !check_dtype(cache.k, dtype_, "attention", "k cache") ||
       !check_dtype(out, dtype_, "attention", "out")) {
@@ -671,6 +695,7 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
                                                  stream_);
   })));
   if (!fast_decode || step_.num_decode_seqs == 0) return;
+  mark("attention (decode)");
   // A windowed layer's splits cut only the window (its last keys).
   const int32_t span = spec.window > 0 ? std::min(step_.max_decode_context, spec.window)
                                        : step_.max_decode_context;
@@ -706,6 +731,7 @@ absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {
 }
 
 void GpuBackend::gated_activation(const Tensor& gate_up, Activation act, const Tensor& out) {
+  mark("gated_activation");
   if (!check_dtype(gate_up, dtype_, "gated_activation", "gate_up") ||
       !check_dtype(out, dtype_, "gated_activation", "out")) {
     return;
@@ -717,11 +743,13 @@ void GpuBackend::gated_activation(const Tensor& gate_up, Activation act, const T
 }
 
 void GpuBackend::soft_cap(const Tensor& x, float cap) {
+  mark("soft_cap");
   if (!check_dtype(x, DType::kF32, "soft_cap", "x")) return;
   record_error(GPU_STATUS(gpu::soft_cap(x.as<float>(), x.numel(), cap, stream_)));
 }
 
 void GpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
+  mark("gather_logit_rows");
   if (!check_dtype(x, dtype_, "gather_logit_rows", "x") ||
       !check_dtype(out, dtype_, "gather_logit_rows", "out")) {
     return;
@@ -734,6 +762,7 @@ void GpuBackend::gather_logit_rows(const Tensor& x, const Tensor& out) {
 
 void GpuBackend::sample(const Tensor& logits, std::span<const SamplingRow> rows,
                         const Tensor& tokens) {
+  mark("sample");
   if (!check_dtype(logits, DType::kF32, "sample", "logits") ||
       !check_dtype(tokens, DType::kI32, "sample", "tokens")) {
     return;
@@ -777,6 +806,11 @@ void GpuBackend::drop_graph(StepGraph& g) {
 
 absl::Status GpuBackend::run_graph(uint64_t key, absl::FunctionRef<void()> ops) {
   make_current();
+  if (profiler_ != nullptr) {
+    // Profiling times each op: no recordings, whose ops it could not tell apart.
+    ops();
+    return absl::OkStatus();
+  }
   StepGraph& g = graphs_[key];
   const bool current = g.generation == graph_generation_ && g.solutions == solutions_version();
   if (!current) drop_graph(g);
@@ -820,7 +854,11 @@ absl::Status GpuBackend::run_graph(uint64_t key, absl::FunctionRef<void()> ops) 
 
 absl::Status GpuBackend::synchronize() {
   make_current();
+  if (profiler_ != nullptr) profiler_->end_step(stream_);
   const gpuError_t err = gpuStreamSynchronize(stream_);
+  if (profiler_ != nullptr && err == gpuSuccess) {
+    if (absl::Status s = profiler_->collect(); !s.ok()) record_error(std::move(s));
+  }
   if (err != gpuSuccess) {
     record_error(absl::InternalError(str_cat(name_, ": stream synchronize failed: ", gpuGetErrorName(err),
                                        " (", gpuGetErrorString(err), ")")));

@@ -15,6 +15,7 @@
 #include "kernels/gemm/gpu_gemm.h"
 #include "kernels/gemm/gpu_tunable_gemm.h"
 #include "kernels/gpu_ops.h"
+#include "kernels/op_profiler.h"
 #include "runtime/backend.h"
 
 namespace tessera {
@@ -102,6 +103,8 @@ class GpuBackend final : public Backend {
                                              const Tensor& dst);
   // Grows the split-KV decode partials (fp32) to at least `floats`.
   absl::Status ensure_decode_workspace(size_t floats);
+  // Starts the op profile's next op (TESSERA_PROFILE_OPS=1; nothing otherwise).
+  void mark(std::string_view op);
   // Grows the FP8 activations to hold `rows` x `cols` codes and `rows` scales.
   absl::Status ensure_fp8_activations(int64_t rows, int64_t cols);
   // out = x @ w^T with w FP8 (a scale per row): the tuned (or untuned) solution of the row-wise
@@ -153,6 +156,7 @@ class GpuBackend final : public Backend {
   unsigned long long* first_non_finite_ = nullptr;  // the weight check's word (device memory)
   // FP8 linear: the activations' codes, then (at fp8_code_capacity_ bytes) their per-token
   // scales; grown in a direct run, never while a graph records.
+  std::unique_ptr<gpu::OpProfiler> profiler_;  // TESSERA_PROFILE_OPS=1 only
   uint8_t* fp8_activations_ = nullptr;
   size_t fp8_code_capacity_ = 0;   // bytes
   size_t fp8_scale_capacity_ = 0;  // floats

@@ -59,7 +59,8 @@
 #            phase, from /metrics around it); LOAD_WARMUP=1 also times the warmup of the default
 #            buckets; BEFORE=<bundle> runs the same loads on that build's tesserad too; LOADS picks
 #            among c1 c256_128 c256_1000, LOAD_SHARED=0 leaves the shared-prefix pair out,
-#            LOAD_FLAGS adds tesserad flags (e.g. --admission-headroom-steps 1000)
+#            LOAD_FLAGS adds tesserad flags (e.g. --admission-headroom-steps 1000); LOAD_PROFILE=1
+#            serves them with TESSERA_PROFILE_OPS=1 (no decode graphs) and prints the op profile
 #   gemm     GPU kernel tests; `tessera bench gemm` (library default vs tuned candidates, own
 #            small-M kernels) beside the anchors bench_gemm.py (torch F.linear, with and without
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
@@ -725,6 +726,20 @@ load_run() {
   grep -E "^(TTFT|ITL|preemptions|prefix cache hit rate|engine steps|step ms by phase) " "$out/load_$name.log"
 }
 
+# The op profile tesserad NAME logged at exit (TESSERA_PROFILE_OPS=1), out of its JSON log.
+op_profile() {
+  python3 - "$out/tesserad_$1.log" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        msg = json.loads(line).get("message", "")
+    except ValueError:
+        continue
+    if "device time by op" in msg:
+        print(msg)
+PY
+}
+
 run_load() {
   local model=/tmp/llama8b
   python3 tests/reference/random_llama.py "$model" || { status=1; return; }
@@ -734,7 +749,8 @@ run_load() {
     local daemon=$bundle/bin/tesserad
     [[ $build == before ]] && daemon=$BEFORE/bin/tesserad
     # shellcheck disable=SC2086  # LOAD_FLAGS: extra tesserad flags, word-split on purpose
-    TESSERAD=$daemon start_server "load_$build" --max-num-seqs 256 --tuning-mode off ${LOAD_FLAGS:-} || continue
+    TESSERA_PROFILE_OPS=${LOAD_PROFILE:-0} TESSERAD=$daemon start_server "load_$build" \
+      --max-num-seqs 256 --tuning-mode off ${LOAD_FLAGS:-} || continue
     for load in ${LOADS:-c1 c256_128 c256_1000}; do
       case $load in
         c1) load_run "${build}_c1" --concurrency 1 --num-requests 4 --prompt-len 128 --output-len 256 ;;
@@ -743,6 +759,7 @@ run_load() {
       esac
     done
     stop_server
+    [[ ${LOAD_PROFILE:-0} == 1 ]] && op_profile "load_$build"
   done
   [[ ${LOAD_SHARED:-1} == 1 ]] || return 0
   for cache in true false; do
