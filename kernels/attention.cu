@@ -19,58 +19,68 @@ namespace {
 constexpr int kAttnWarps = 4;
 constexpr int kPerLane = (kMaxHeadDim + kWarpSize - 1) / kWarpSize;
 
-// The sum of v over the block's threads (every thread calls it).
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float warp_sums[1024 / kWarpSize];
-  for (int m = kWarpSize / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < static_cast<int>((blockDim.x + kWarpSize - 1) / kWarpSize); ++w) total += warp_sums[w];
-  __syncthreads();
-  return total;
-}
+constexpr int kRopeThreads = 256;
 
-// grid (n_tokens, n_heads + 2 * n_kv_heads), block max(head_dim / 2, warp) with each thread on
-// at most one dimension pair: applies the prologue (bias, q/k head norm), rotates q and k heads
-// in place, then writes k and v heads to the cache slot of the token (slots < 0 are padding:
-// skipped). Dimension pair i of a head is (i, i + half), or (2i, 2i + 1) when `interleaved`.
+// grid (n_tokens), block kRopeThreads: a token's heads in passes of kRopeThreads / hw heads, hw =
+// head_dim / 2 rounded up to whole warps, each thread on one dimension pair of one head (pair i
+// = thread % hw, when i < head_dim / 2). The pair's angle is computed once per thread and serves
+// every head it visits (sincosf once per pair and pass slot, not per head). Applies the prologue
+// (bias, q/k head norm: the head's sum of squares over its warps), rotates q and k heads in place,
+// then writes k and v heads to the cache slot of the token (slots < 0 are padding: skipped).
+// Dimension pair i of a head is (i, i + half), or (2i, 2i + 1) when `interleaved`.
 template <typename T>
-__global__ void rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep step,
-                                      int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                                      bool interleaved, QkvPrologueArgs<T> prologue, T* k_cache,
-                                      T* v_cache) {
+__global__ void __launch_bounds__(kRopeThreads)
+    rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep step, int32_t num_heads,
+                          int32_t num_kv_heads, int32_t head_dim, bool interleaved,
+                          QkvPrologueArgs<T> prologue, T* k_cache, T* v_cache) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
+  __shared__ float head_sums[kRopeThreads / kWarpSize];  // a pass's heads' sums of squares
   const int64_t t = blockIdx.x;
-  const int32_t h = blockIdx.y;
   const int32_t half = head_dim / 2;
-  const int64_t width = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * head_dim;
-  T* head = qkv + t * width + static_cast<int64_t>(h) * head_dim;
+  const int32_t hw = (half + kWarpSize - 1) / kWarpSize * kWarpSize;
+  const int32_t per_pass = kRopeThreads / hw;
+  const int32_t sub = threadIdx.x / hw, i = threadIdx.x % hw;
+  const bool pair = i < half;
+  const int32_t total = num_heads + 2 * num_kv_heads;
+  const int64_t width = static_cast<int64_t>(total) * head_dim;
   const int64_t slot = step.slot_mapping[t];
   const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * head_dim;
-  const T* norm = h < num_heads ? prologue.q_norm : h < num_heads + num_kv_heads ? prologue.k_norm : nullptr;
-  const bool has_prologue = prologue.bias != nullptr || norm != nullptr;
-  for (int32_t i = threadIdx.x; has_prologue || i < half; i += blockDim.x) {
-    const bool mine = i < half;
-    const int32_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+  const int32_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+  float s = 0.0f, c = 1.0f;
+  if (pair) sincosf(static_cast<float>(step.positions[t]) * inv_freq[i], &s, &c);
+  const bool any_norm = prologue.q_norm != nullptr || prologue.k_norm != nullptr;
+  const bool has_prologue = prologue.bias != nullptr || any_norm;
+  // Every thread takes every pass (the norm's reduction needs the whole block).
+  for (int32_t base = 0; base < total; base += per_pass) {
+    const int32_t h = base + sub;
+    const bool mine = pair && h < total;
+    T* head = qkv + t * width + static_cast<int64_t>(mine ? h : 0) * head_dim;
     float x0 = mine ? to_float(head[i0]) : 0.0f, x1 = mine ? to_float(head[i1]) : 0.0f;
     if (prologue.bias != nullptr && mine) {
       const T* b = prologue.bias + static_cast<int64_t>(h) * head_dim;
       x0 += to_float(b[i0]);
       x1 += to_float(b[i1]);
     }
-    if (norm != nullptr) {
-      // The block covers the head's pairs in one pass (threads >= half), so the sum is whole.
-      const float inv_rms = rsqrtf(block_sum(x0 * x0 + x1 * x1) / static_cast<float>(head_dim) +
-                                   prologue.norm_eps);
-      if (mine) {
+    if (any_norm) {
+      float v = x0 * x0 + x1 * x1;
+      for (int m = kWarpSize / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
+      if (static_cast<int32_t>(threadIdx.x) < per_pass) head_sums[threadIdx.x] = 0.0f;
+      __syncthreads();
+      if (threadIdx.x % kWarpSize == 0) atomicAdd(&head_sums[sub], v);
+      __syncthreads();
+      const float sum_sq = head_sums[sub];
+      __syncthreads();  // read before the next pass clears it
+      const T* norm = h < num_heads                  ? prologue.q_norm
+                      : h < num_heads + num_kv_heads ? prologue.k_norm
+                                                     : nullptr;
+      if (norm != nullptr && mine) {
+        const float inv_rms = rsqrtf(sum_sq / static_cast<float>(head_dim) + prologue.norm_eps);
         x0 *= inv_rms * (prologue.norm_offset + to_float(norm[i0]));
         x1 *= inv_rms * (prologue.norm_offset + to_float(norm[i1]));
       }
     }
-    if (!mine) break;
+    if (!mine) continue;
     if (has_prologue) {
       // q and v keep their prologue's result in the qkv rows; k is rewritten rotated below.
       head[i0] = from_float<T>(x0);
@@ -79,8 +89,6 @@ __global__ void rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep 
       x1 = to_float(head[i1]);
     }
     if (h < num_heads + num_kv_heads) {
-      float s, c;
-      sincosf(static_cast<float>(step.positions[t]) * inv_freq[i], &s, &c);
       const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
       head[i0] = from_float<T>(r0);
       head[i1] = from_float<T>(r1);
@@ -94,9 +102,9 @@ __global__ void rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep 
       dst[i0] = from_float<T>(x0);
       dst[i1] = from_float<T>(x1);
     }
-    if (has_prologue) break;  // one pass: the block has a thread per pair
   }
 }
+
 
 // grid (n_tokens, n_heads), block kAttnWarps warps.
 template <typename T>
@@ -190,12 +198,10 @@ gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
                           bool interleaved, const QkvPrologueArgs<T>& prologue, T* k_cache,
                           T* v_cache, gpuStream_t stream) {
   if (step.num_tokens <= 0) return gpuSuccess;
-  if (head_dim / 2 > 1024) return gpuErrorInvalidValue;  // a thread per pair
-  const dim3 grid(static_cast<unsigned>(step.num_tokens),
-                  static_cast<unsigned>(num_heads + 2 * num_kv_heads));
-  const int threads = head_dim / 2 < kWarpSize ? kWarpSize : head_dim / 2;
-  return launch(rope_and_cache_kernel<T>, grid, dim3(threads), 0, stream, qkv, inv_freq, step,
-                num_heads, num_kv_heads, head_dim, interleaved, prologue, k_cache, v_cache);
+  if (head_dim / 2 > kRopeThreads) return gpuErrorInvalidValue;  // a thread per pair of a head
+  return launch(rope_and_cache_kernel<T>, dim3(static_cast<unsigned>(step.num_tokens)),
+                dim3(kRopeThreads), 0, stream, qkv, inv_freq, step, num_heads, num_kv_heads,
+                head_dim, interleaved, prologue, k_cache, v_cache);
 }
 
 template <typename T>

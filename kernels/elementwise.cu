@@ -3,6 +3,9 @@
 // soft-capping, row gather, and a seeded uniform fill (benchmark inputs made on the device).
 // 16-bit storage (T: gpu_bf16 or gpu_f16), fp32 arithmetic.
 #define TESSERA_GPU_KERNELS_ONLY
+#include <cstdint>
+#include <initializer_list>
+
 #include "kernels/gpu_ops.h"
 #include "kernels/launch.h"
 
@@ -59,7 +62,33 @@ __global__ void embedding_kernel(const T* table, int64_t first_id, int64_t rows,
   }
 }
 
+// Elements of T in a 16-byte vector, and whether rows of `cols` elements at these pointers can be
+// walked in such vectors (every row start 16-byte aligned).
+constexpr int kVec = 8;
+bool vectorizable(int64_t cols, std::initializer_list<const void*> ptrs) {
+  if (cols % kVec != 0) return false;
+  for (const void* p : ptrs) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// Element i (0..7) of a 16-byte vector of T, as fp32.
 template <typename T>
+__device__ __forceinline__ float lane_of(const uint4& v, int i) {
+  const uint32_t pair = (&v.x)[i / 2];
+  return (i & 1) ? Element<T>::hi(pair) : Element<T>::lo(pair);
+}
+// Eight fp32 values rounded to T, packed as in memory.
+template <typename T>
+__device__ __forceinline__ uint4 pack8(const float (&f)[kVec]) {
+  return make_uint4(Element<T>::pack(f[0], f[1]), Element<T>::pack(f[2], f[3]),
+                    Element<T>::pack(f[4], f[5]), Element<T>::pack(f[6], f[7]));
+}
+
+// One block per row. kVectors: rows walked in 16-byte vectors (vectorizable()), else element by
+// element; the arithmetic is the same per element either way.
+template <typename T, bool kVectors>
 __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hidden, float eps,
                                 float weight_offset, T* out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
@@ -68,24 +97,49 @@ __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hid
   const int64_t row = blockIdx.x;
   const T* xr = x + row * hidden;
   T* rr = residual == nullptr ? nullptr : residual + row * hidden;
-  float sum_sq = 0.0f;
-  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float v = to_float(xr[i]);
-    if (rr != nullptr) {
-      // The residual stream is stored in T: normalize what is stored, as later reads see it.
-      const T s = from_float<T>(to_float(rr[i]) + v);
-      rr[i] = s;
-      v = to_float(s);
-    }
-    sum_sq += v * v;
-  }
-  const float inv_rms = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(hidden) + eps);
   const T* src = rr != nullptr ? rr : xr;
   T* o = out + row * hidden;
-  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    // An offset of 0 multiplies by w itself (not 0 + w, which would turn -0 into +0).
-    const float wi = weight_offset == 0.0f ? to_float(w[i]) : weight_offset + to_float(w[i]);
-    o[i] = from_float<T>(to_float(src[i]) * inv_rms * wi);
+  // An offset of 0 multiplies by w itself (not 0 + w, which would turn -0 into +0).
+  auto weight = [&](float wi) { return weight_offset == 0.0f ? wi : weight_offset + wi; };
+  float sum_sq = 0.0f;
+  if constexpr (kVectors) {
+    const int64_t vecs = hidden / kVec;
+    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
+      const uint4 xv = reinterpret_cast<const uint4*>(xr)[v];
+      float f[kVec];
+      for (int i = 0; i < kVec; ++i) f[i] = lane_of<T>(xv, i);
+      if (rr != nullptr) {
+        // The residual stream is stored in T: normalize what is stored, as later reads see it.
+        const uint4 rv = reinterpret_cast<const uint4*>(rr)[v];
+        for (int i = 0; i < kVec; ++i) f[i] += lane_of<T>(rv, i);
+        const uint4 stored = pack8<T>(f);
+        reinterpret_cast<uint4*>(rr)[v] = stored;
+        for (int i = 0; i < kVec; ++i) f[i] = lane_of<T>(stored, i);
+      }
+      for (int i = 0; i < kVec; ++i) sum_sq += f[i] * f[i];
+    }
+    const float inv_rms = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(hidden) + eps);
+    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
+      const uint4 sv = reinterpret_cast<const uint4*>(src)[v];
+      const uint4 wv = reinterpret_cast<const uint4*>(w)[v];
+      float f[kVec];
+      for (int i = 0; i < kVec; ++i) f[i] = lane_of<T>(sv, i) * inv_rms * weight(lane_of<T>(wv, i));
+      reinterpret_cast<uint4*>(o)[v] = pack8<T>(f);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+      float v = to_float(xr[i]);
+      if (rr != nullptr) {
+        const T s = from_float<T>(to_float(rr[i]) + v);
+        rr[i] = s;
+        v = to_float(s);
+      }
+      sum_sq += v * v;
+    }
+    const float inv_rms = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(hidden) + eps);
+    for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+      o[i] = from_float<T>(to_float(src[i]) * inv_rms * weight(to_float(w[i])));
+    }
   }
 }
 
@@ -94,18 +148,32 @@ __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
 
-template <typename T>
+__device__ __forceinline__ float gated(float g, float u, bool gelu) {
+  return (gelu ? gelu_tanh(g) : g / (1.0f + __expf(-g))) * u;
+}
+
+// grid (column blocks, row blocks): rows blockIdx.y, + gridDim.y, ...; kThreads x (8 columns, or
+// 1) per block. kVectors: 16-byte vectors of gate, up and out (vectorizable()).
+template <typename T, bool kVectors>
 __global__ void gated_activation_kernel(const T* gate_up, int64_t n, int64_t inter, bool gelu,
                                         T* out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
-  const int64_t total = n * inter;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t t = i / inter, j = i % inter;
-    const float g = to_float(gate_up[t * 2 * inter + j]);
-    const float u = to_float(gate_up[t * 2 * inter + inter + j]);
-    out[i] = from_float<T>((gelu ? gelu_tanh(g) : g / (1.0f + __expf(-g))) * u);
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= (kVectors ? inter / kVec : inter)) return;
+  for (int64_t t = blockIdx.y; t < n; t += gridDim.y) {
+    const T* gate = gate_up + t * 2 * inter;
+    const T* up = gate + inter;
+    T* o = out + t * inter;
+    if constexpr (kVectors) {
+      const uint4 gv = reinterpret_cast<const uint4*>(gate)[j];
+      const uint4 uv = reinterpret_cast<const uint4*>(up)[j];
+      float f[kVec];
+      for (int i = 0; i < kVec; ++i) f[i] = gated(lane_of<T>(gv, i), lane_of<T>(uv, i), gelu);
+      reinterpret_cast<uint4*>(o)[j] = pack8<T>(f);
+    } else {
+      o[j] = from_float<T>(gated(to_float(gate[j]), to_float(up[j]), gelu));
+    }
   }
 }
 
@@ -163,16 +231,22 @@ template <typename T>
 gpuError_t rms_norm(T* residual, const T* x, const T* w, int64_t n, int64_t hidden, float eps,
                     float weight_offset, T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
-  return launch(rms_norm_kernel<T>, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream,
-                residual, x, w, hidden, eps, weight_offset, out);
+  auto kernel = vectorizable(hidden, {residual, x, w, out}) ? rms_norm_kernel<T, true>
+                                                             : rms_norm_kernel<T, false>;
+  return launch(kernel, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream, residual, x,
+                w, hidden, eps, weight_offset, out);
 }
 
 template <typename T>
 gpuError_t gated_activation(const T* gate_up, int64_t n, int64_t inter, bool gelu, T* out,
                             gpuStream_t stream) {
-  if (n <= 0) return gpuSuccess;
-  return launch(gated_activation_kernel<T>, dim3(grid_for(n * inter)), dim3(kThreads), 0, stream,
-                gate_up, n, inter, gelu, out);
+  if (n <= 0 || inter <= 0) return gpuSuccess;
+  const bool vectors = vectorizable(inter, {gate_up, out});
+  const int64_t per_block = static_cast<int64_t>(kThreads) * (vectors ? kVec : 1);
+  const dim3 grid(static_cast<unsigned>((inter + per_block - 1) / per_block),
+                  static_cast<unsigned>(n < 65535 ? n : 65535));
+  return launch(vectors ? gated_activation_kernel<T, true> : gated_activation_kernel<T, false>,
+                grid, dim3(kThreads), 0, stream, gate_up, n, inter, gelu, out);
 }
 
 gpuError_t soft_cap(float* x, int64_t n, float cap, gpuStream_t stream) {
