@@ -136,6 +136,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   for (const DeviceBackend& d : backends) {
     TESSERA_RETURN_IF_ERROR(d.backend->supports(options.quantization));
   }
+  TESSERA_RETURN_IF_ERROR(options.quantization_keep.check_layers(config.num_layers));
+  if (!options.quantization_keep.empty() && options.quantization == Quantization::kNone) {
+    spdlog::warn("quantization_keep \"{}\" has no effect: quantization is none",
+                 options.quantization_keep.text());
+  }
   const DType dtype = backends.front().backend->compute_dtype();
   PlacementOptions placement;
   TESSERA_ASSIGN_OR_RETURN(placement.device_map, parse_device_map(options.device_map));
@@ -149,7 +154,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   placement.kv_reserve_bytes = options.kv_reserve_bytes;
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
-                           plan_placement(DecoderModel::footprint(config, dtype, tp, options.quantization),
+                           plan_placement(DecoderModel::footprint(config, dtype, tp, options.quantization,
+                                                                  options.quantization_keep),
                                           describe_stages(backends, tp), placement));
   inst->plan_.tensor_parallel_size = tp;
   inst->plan_.weight_bytes *= static_cast<uint64_t>(tp);
@@ -186,7 +192,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
     segments.push_back(std::move(seg));
   }
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DecoderModel> family,
-                           DecoderModel::load(inst->files_.weights(), segments, options.quantization));
+                           DecoderModel::load(inst->files_.weights(), segments, options.quantization,
+                                              options.quantization_keep));
   inst->family_ = family.get();
   TESSERA_ASSIGN_OR_RETURN(inst->runner_, StepRunner::create(std::move(family), segments,
                                                              options.limits, execution));
@@ -196,7 +203,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   const ModelConfig one_rank = rank_config(config, tensor_parallel_shard(config, 0, tp));
   TESSERA_ASSIGN_OR_RETURN(
       inst->tuning_,
-      ModelTuning::attach(options.tuning, gemm_model_shape(one_rank, gemm_dtype_of(dtype), options.quantization),
+      ModelTuning::attach(options.tuning, gemm_model_shape(one_rank, gemm_dtype_of(dtype), options.quantization,
+                                           options.quantization_keep),
                           WarmupLimits{options.limits.max_batch_tokens, options.limits.max_logit_rows},
                           std::move(tuning_devices)));
 

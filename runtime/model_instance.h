@@ -33,9 +33,11 @@ struct InstanceOptions {
   // backend.devices form a stage; the planner places layers over the stages, budgeting each
   // device for its rank's share). 1 = off.
   int32_t tensor_parallel_size = 1;
-  // The decoder layers' linear weights in FP8 (one scale per tensor, quantized at load) where
-  // kFp8; refused at load by a backend without FP8 (Backend::supports).
+  // The decoder layers' linear weights in FP8 (a scale per output feature, quantized at load)
+  // where kFp8, but those quantization_keep names; refused at load by a backend without FP8
+  // (Backend::supports).
   Quantization quantization = Quantization::kNone;
+  QuantizationKeep quantization_keep;
   uint64_t kv_reserve_bytes = 0;
   ExecutionOptions execution;      // micro-batches through the stages; GEMM padding buckets
   ForwardLimits limits;            // tokens per step, sequences sampled per step

@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/backend/quantization.h"
 #include "runtime/backend_factory.h"
 #include "runtime/placement/device_map.h"
 #include "runtime/tuning/token_buckets.h"
@@ -263,11 +264,18 @@ const std::vector<KeySpec>& specs() {
                  },
                  [](const DaemonConfig& c) { return c.dtype; }});
     s.push_back(enum_key("quantization", "one of none, fp8",
-                         "the decoder layers' linear weights kept in FP8 (e4m3, one scale per "
-                         "tensor, quantized at load); embeddings, norms and lm_head stay in dtype. "
+                         "the decoder layers' linear weights kept in FP8 (e4m3, a scale per output "
+                         "feature, quantized at load); embeddings, norms and lm_head stay in dtype. "
                          "Needs a GPU with FP8 tensor cores (compute capability 8.9+): refused "
                          "at start elsewhere",
                          &DaemonConfig::quantization, {"none", "fp8"}));
+    s.push_back(string_key("quantization_keep",
+                           "a comma-separated list of qkv, o, gate_up, down, layers.N, "
+                           "layers.N.<projection> (or empty)",
+                           "linear weights quantization: fp8 leaves in dtype (every layer's "
+                           "projection, a whole layer, or one projection of a layer)",
+                           &DaemonConfig::quantization_keep,
+                           [](std::string_view v) { return QuantizationKeep::parse(v).ok(); }));
     s.push_back(int_key("threads", "an integer in [0, 1024] (0 = every core)",
                         "CPU backend threads", &DaemonConfig::threads, 0, 1024));
     s.push_back(string_key("devices", "device ordinals in pipeline order (e.g. 0,1), all, or empty (gpu_device alone)",

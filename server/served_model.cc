@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "base/dtype.h"
+#include "runtime/backend/quantization.h"
 #include "runtime/placement/device_map.h"
 
 namespace tessera::server {
@@ -45,6 +46,7 @@ InstanceOptions instance_options(const DaemonConfig& config) {
   options.tensor_parallel_size = config.tensor_parallel_size;
   // daemon_config validated the name.
   options.quantization = parse_quantization(config.quantization).value_or(Quantization::kNone);
+  options.quantization_keep = QuantizationKeep::parse(config.quantization_keep).value_or(QuantizationKeep{});
   options.max_memory = config.max_memory;
   options.kv_reserve_bytes = static_cast<uint64_t>(config.kv_reserve);
   options.execution.micro_batches = config.micro_batches;

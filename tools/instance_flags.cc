@@ -1,5 +1,6 @@
 #include "tools/instance_flags.h"
 
+#include "runtime/backend/quantization.h"
 #include "runtime/placement/device_map.h"
 
 namespace tessera::cli {
@@ -8,7 +9,7 @@ const std::set<std::string>& instance_flags() {
   static const std::set<std::string> flags = {
       "threads",    "backend",    "gpu-device",           "dtype",         "devices",
       "device-map", "max-memory", "tensor-parallel-size", "micro-batches", "decode-graphs",
-      "quantization"};
+      "quantization", "quantization-keep"};
   return flags;
 }
 
@@ -23,6 +24,8 @@ const char kInstanceFlagsUsage[] =
     "      --tensor-parallel-size N  split every layer over N devices (default 1)\n"
     "      --quantization Q        none, or fp8: the decoder's linear weights in FP8 (GPU,\n"
     "                              compute capability 8.9+)\n"
+    "      --quantization-keep L   weights fp8 leaves in dtype: qkv, o, gate_up, down,\n"
+    "                              layers.N, layers.N.<projection> (comma-separated)\n"
     "      --micro-batches N       parts a large step flows through the devices in (default 2)\n"
     "      --decode-graphs auto|off  replay decode steps as recorded GPU graphs (default auto)\n"
     "      --threads N             CPU threads (default: every core)\n";
@@ -56,6 +59,9 @@ absl::StatusOr<InstanceOptions> instance_options(const Args& args) {
   auto quantization = parse_quantization(args.get("quantization", "none"));
   if (!quantization.ok()) return quantization.status();
   options.quantization = *quantization;
+  auto keep = QuantizationKeep::parse(args.get("quantization-keep"));
+  if (!keep.ok()) return keep.status();
+  options.quantization_keep = *std::move(keep);
   auto micro_batches = args.get_int("micro-batches", 2);
   if (!micro_batches.ok()) return micro_batches.status();
   options.execution.micro_batches = static_cast<int32_t>(*micro_batches);

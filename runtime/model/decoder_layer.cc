@@ -91,19 +91,21 @@ absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b
   return l;
 }
 
-int64_t decoder_layer_linear_elements(const ModelConfig& c, const TensorParallelShard& shard) {
+std::array<LinearWeightShape, kLinearProjections> decoder_layer_linear_shapes(
+    const ModelConfig& c, const TensorParallelShard& shard) {
   const int64_t h = c.hidden_size, d = c.head_dim;
-  const int64_t qkv_rows = (shard.heads + 2 * shard.kv_heads) * d;
-  return qkv_rows * h + h * shard.heads * d + 3 * shard.intermediate * h;
-}
-
-int64_t decoder_layer_linear_rows(const ModelConfig& c, const TensorParallelShard& shard) {
-  const int64_t qkv_rows = (shard.heads + 2 * shard.kv_heads) * c.head_dim;
-  return qkv_rows + c.hidden_size + 2 * shard.intermediate + c.hidden_size;
+  std::array<LinearWeightShape, kLinearProjections> s;
+  s[static_cast<int>(LinearProjection::kQkv)] = {(shard.heads + 2 * shard.kv_heads) * d, h};
+  s[static_cast<int>(LinearProjection::kO)] = {h, shard.heads * d};
+  s[static_cast<int>(LinearProjection::kGateUp)] = {2 * shard.intermediate, h};
+  s[static_cast<int>(LinearProjection::kDown)] = {h, shard.intermediate};
+  return s;
 }
 
 absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend& b,
-                                            TensorArena& arena, size_t* bytes) {
+                                            TensorArena& arena,
+                                            const std::array<bool, kLinearProjections>& keep,
+                                            size_t* bytes) {
   DecoderLayer kept;
   auto quantized = [&](const Tensor& w, Tensor& out) -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(out, arena.allocate(b, DType::kF8_E4M3, {w.dim(0), w.dim(1)}));
@@ -122,10 +124,16 @@ absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend&
     *bytes += t.nbytes();
     return absl::OkStatus();
   };
-  TESSERA_RETURN_IF_ERROR(quantized(staged.qkv, kept.qkv));
-  TESSERA_RETURN_IF_ERROR(quantized(staged.o, kept.o));
-  TESSERA_RETURN_IF_ERROR(quantized(staged.gate_up, kept.gate_up));
-  TESSERA_RETURN_IF_ERROR(quantized(staged.down, kept.down));
+  const std::pair<LinearProjection, std::pair<const Tensor*, Tensor*>> linears[] = {
+      {LinearProjection::kQkv, {&staged.qkv, &kept.qkv}},
+      {LinearProjection::kO, {&staged.o, &kept.o}},
+      {LinearProjection::kGateUp, {&staged.gate_up, &kept.gate_up}},
+      {LinearProjection::kDown, {&staged.down, &kept.down}}};
+  for (const auto& [projection, tensors] : linears) {
+    const auto [from, to] = tensors;
+    TESSERA_RETURN_IF_ERROR(keep[static_cast<int>(projection)] ? copied(*from, *to)
+                                                                : quantized(*from, *to));
+  }
   for (auto [from, to] : {std::pair{&staged.input_layernorm, &kept.input_layernorm},
                           std::pair{&staged.qkv_bias, &kept.qkv_bias},
                           std::pair{&staged.q_norm, &kept.q_norm},

@@ -5,6 +5,7 @@
 // normalizes the MLP's input, Gemma's the attention's output).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "absl/status/statusor.h"
@@ -37,16 +38,21 @@ absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b
 
 // Elements of `shard`'s part of one layer's weights, as load_decoder_layer() stores them.
 int64_t decoder_layer_elements(const ModelConfig& config, const TensorParallelShard& shard);
-// The elements of a layer's linear weights (qkv, o, gate_up, down): what quantization stores in
-// FP8.
-int64_t decoder_layer_linear_elements(const ModelConfig& config, const TensorParallelShard& shard);
-// The rows (output features) of those weights: FP8 keeps an fp32 scale for each.
-int64_t decoder_layer_linear_rows(const ModelConfig& config, const TensorParallelShard& shard);
+// A layer's linear weights (qkv, o, gate_up, down, by LinearProjection), `shard`'s part: rows
+// (output features) x columns. What quantization stores in FP8, with an fp32 scale per row.
+struct LinearWeightShape {
+  int64_t rows = 0, cols = 0;
+};
+std::array<LinearWeightShape, kLinearProjections> decoder_layer_linear_shapes(
+    const ModelConfig& config, const TensorParallelShard& shard);
 
 // `staged` (loaded in the compute dtype, in memory about to be freed) kept in `arena`: its linear
-// weights quantized to FP8 with one scale per row (Backend::quantize_fp8), every other tensor
-// copied. Adds the bytes kept to *bytes. Errors: the backend's (its synchronize()).
+// weights quantized to FP8 with one scale per row (Backend::quantize_fp8) but those `keep` says
+// (by LinearProjection), which are copied like every other tensor. Adds the bytes kept to *bytes.
+// Errors: the backend's (its synchronize()).
 absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend& backend,
-                                            TensorArena& arena, size_t* bytes);
+                                            TensorArena& arena,
+                                            const std::array<bool, kLinearProjections>& keep,
+                                            size_t* bytes);
 
 }  // namespace tessera

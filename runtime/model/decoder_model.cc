@@ -122,9 +122,11 @@ DecoderModel::DecoderModel(ModelConfig config) : config_(std::move(config)) {
 
 absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::load(const WeightSource& weights,
                                                                  std::vector<LayerSegment> segments,
-                                                                 Quantization quantization) {
+                                                                 Quantization quantization,
+                                                                 const QuantizationKeep& keep) {
   const ModelConfig& config = weights.config();
   TESSERA_RETURN_IF_ERROR(config.validate());
+  TESSERA_RETURN_IF_ERROR(keep.check_layers(config.num_layers));
   TESSERA_RETURN_IF_ERROR(validate_segments(segments, static_cast<int32_t>(config.num_layers)));
   TESSERA_RETURN_IF_ERROR(check_tensor_parallel(config, segments.front().num_ranks()));
   for (const LayerSegment& seg : segments) {
@@ -144,23 +146,28 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::load(const WeightSou
                                               "' has no forward (supported: ",
                                               absl::StrJoin(supported_architectures(), ", "), ")"));
   }
-  TESSERA_RETURN_IF_ERROR(model->load_weights(weights, segments, quantization));
+  TESSERA_RETURN_IF_ERROR(model->load_weights(weights, segments, quantization, keep));
   return model;
 }
 
 ModelFootprint DecoderModel::footprint(const ModelConfig& c, DType dtype, int32_t ranks,
-                                       Quantization quantization) {
+                                       Quantization quantization, const QuantizationKeep& keep) {
   const TensorParallelShard shard = tensor_parallel_shard(c, 0, ranks);
   const uint64_t es = element_size(dtype);
   ModelFootprint f;
   f.embedding_bytes = static_cast<uint64_t>(shard.vocab_rows * c.hidden_size) * es;
-  const uint64_t all = static_cast<uint64_t>(decoder_layer_elements(c, shard));
-  const uint64_t linear = static_cast<uint64_t>(decoder_layer_linear_elements(c, shard));
-  // FP8: a byte per linear weight and a 4-byte scale per row of each.
-  const uint64_t scales = 4 * static_cast<uint64_t>(decoder_layer_linear_rows(c, shard));
-  const uint64_t layer = quantization == Quantization::kFp8 ? (all - linear) * es + linear + scales
-                                                            : all * es;
-  f.layer_bytes.assign(static_cast<size_t>(c.num_layers), layer);
+  const uint64_t all = static_cast<uint64_t>(decoder_layer_elements(c, shard)) * es;
+  const auto linears = decoder_layer_linear_shapes(c, shard);
+  f.layer_bytes.assign(static_cast<size_t>(c.num_layers), all);
+  for (int64_t l = 0; quantization == Quantization::kFp8 && l < c.num_layers; ++l) {
+    for (int p = 0; p < kLinearProjections; ++p) {
+      if (keep.keeps(l, static_cast<LinearProjection>(p))) continue;
+      // FP8: a byte per weight and a 4-byte scale per row instead of `es` bytes per weight.
+      const uint64_t rows = static_cast<uint64_t>(linears[p].rows);
+      const uint64_t elements = rows * static_cast<uint64_t>(linears[p].cols);
+      f.layer_bytes[static_cast<size_t>(l)] -= elements * es - elements - 4 * rows;
+    }
+  }
   f.final_norm_bytes = static_cast<uint64_t>(c.hidden_size) * es;
   f.tied_embeddings = c.tie_word_embeddings;
   f.lm_head_bytes = c.tie_word_embeddings ? 0 : f.embedding_bytes;
@@ -201,21 +208,22 @@ AttentionSpec DecoderModel::attention_spec(int32_t layer) const {
 
 absl::Status DecoderModel::load_weights(const WeightSource& weights,
                                         const std::vector<LayerSegment>& segments,
-                                        Quantization quantization) {
+                                        Quantization quantization, const QuantizationKeep& keep) {
   const int32_t ranks = segments.front().num_ranks();
   for (int32_t r = 0; r < ranks; ++r) shards_.push_back(tensor_parallel_shard(config_, r, ranks));
   ranks_.resize(static_cast<size_t>(ranks));
   stages_.assign(segments.size(), std::vector<Stage>(static_cast<size_t>(ranks)));
   WeightLoader loader(weights, arena_);
   for (int32_t r = 0; r < ranks; ++r) {
-    TESSERA_RETURN_IF_ERROR(load_rank(loader, segments, r, quantization));
+    TESSERA_RETURN_IF_ERROR(load_rank(loader, segments, r, quantization, keep));
   }
   weight_bytes_ += loader.bytes_loaded();
   return absl::OkStatus();
 }
 
 absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<LayerSegment>& segments,
-                                     int32_t rank, Quantization quantization) {
+                                     int32_t rank, Quantization quantization,
+                                     const QuantizationKeep& keep) {
   const ModelConfig& c = config_;
   const TensorParallelShard& shard = shards_[rank];
   const int64_t h = c.hidden_size;
@@ -253,7 +261,11 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
       WeightLoader staged_loader(loader.weights(), staging);
       TESSERA_ASSIGN_OR_RETURN(const DecoderLayer staged,
                                load_decoder_layer(staged_loader, b, c, i, shard));
-      TESSERA_ASSIGN_OR_RETURN(w.layers[i], keep_layer_fp8(staged, b, arena_, &weight_bytes_));
+      std::array<bool, kLinearProjections> kept{};
+      for (int p = 0; p < kLinearProjections; ++p) {
+        kept[p] = keep.keeps(i, static_cast<LinearProjection>(p));
+      }
+      TESSERA_ASSIGN_OR_RETURN(w.layers[i], keep_layer_fp8(staged, b, arena_, kept, &weight_bytes_));
     }
     Stage& stage = stages_[s][rank];
     const std::vector<float> inv_freq = rope_inv_freq(c);

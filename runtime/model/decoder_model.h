@@ -86,17 +86,20 @@ class DecoderModel : public StageModel {
   // tensor-parallel ranks each rank's backend takes its shard (tensor_parallel.h). An
   // architecture with no forward here is refused with the list of those that have one; a rank
   // count that does not split the model, with the numbers. With `quantization` kFp8 the decoder
-  // layers' linear weights are kept in FP8 (one scale per tensor; every backend must support it:
-  // Backend::supports), loaded a layer at a time in the compute dtype and quantized, so that
-  // only one layer's full-precision copy is ever resident beside the kept weights.
+  // layers' linear weights are kept in FP8 (a scale per output feature; every backend must
+  // support it: Backend::supports) but those `keep` names (a layer it names past the model's is
+  // an error), loaded a layer at a time in the compute dtype and quantized, so that only one
+  // layer's full-precision copy is ever resident beside the kept weights.
   static absl::StatusOr<std::unique_ptr<DecoderModel>> load(
       const WeightSource& weights, std::vector<LayerSegment> segments,
-      Quantization quantization = Quantization::kNone);
+      Quantization quantization = Quantization::kNone, const QuantizationKeep& keep = {});
 
   // What load() and allocate_activations() place on each of `ranks` tensor-parallel ranks, in
-  // `dtype` (the linear weights in FP8 with kFp8), for the placement planner.
+  // `dtype` (the linear weights in FP8 with kFp8, but those `keep` names), for the placement
+  // planner.
   static ModelFootprint footprint(const ModelConfig& config, DType dtype, int32_t ranks = 1,
-                                  Quantization quantization = Quantization::kNone);
+                                  Quantization quantization = Quantization::kNone,
+                                  const QuantizationKeep& keep = {});
   static ActivationCost activation_cost(const ModelConfig& config, DType dtype, int32_t ranks = 1);
 
   const ModelConfig& config() const { return config_; }
@@ -148,9 +151,9 @@ class DecoderModel : public StageModel {
   };
 
   absl::Status load_weights(const WeightSource& weights, const std::vector<LayerSegment>& segments,
-                            Quantization quantization);
+                            Quantization quantization, const QuantizationKeep& keep);
   absl::Status load_rank(WeightLoader& loader, const std::vector<LayerSegment>& segments,
-                         int32_t rank, Quantization quantization);
+                         int32_t rank, Quantization quantization, const QuantizationKeep& keep);
   AttentionSpec attention_spec(int32_t layer) const;
 
   ModelConfig config_;

@@ -9,7 +9,7 @@
 namespace tessera {
 
 GemmModelShape gemm_model_shape(const ModelConfig& config, GemmDType dtype,
-                                Quantization quantization) {
+                                Quantization quantization, const QuantizationKeep& keep) {
   GemmModelShape s;
   s.hidden = config.hidden_size;
   s.intermediate = config.intermediate_size;
@@ -19,7 +19,10 @@ GemmModelShape gemm_model_shape(const ModelConfig& config, GemmDType dtype,
   s.vocab = config.vocab_size;
   s.num_layers = config.num_layers;
   s.dtype = dtype;
-  if (quantization == Quantization::kFp8) s.layer_dtype = GemmDType::kF8E4M3FN;
+  if (quantization == Quantization::kFp8) {
+    s.layer_dtype = GemmDType::kF8E4M3FN;
+    s.kept_layers = keep.kept_layers(config.num_layers);
+  }
   return s;
 }
 

@@ -53,7 +53,8 @@ struct GemmTuningStats {
 
 // The dimensions of `config` that decide its GEMMs, in `dtype`.
 GemmModelShape gemm_model_shape(const ModelConfig& config, GemmDType dtype,
-                                Quantization quantization = Quantization::kNone);
+                                Quantization quantization = Quantization::kNone,
+                                const QuantizationKeep& keep = {});
 
 class ModelTuning {
  public:

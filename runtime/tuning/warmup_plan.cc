@@ -75,7 +75,8 @@ absl::StatusOr<std::vector<WarmupGemm>> plan_warmup_gemms(const GemmModelShape& 
     int64_t in_features;
   };
   const int64_t q_dim = model.num_heads * model.head_dim;
-  const Projection layer_projections[] = {
+  // In LinearProjection's order (model.kept_layers).
+  const Projection layer_projections[kLinearProjections] = {
       {"qkv_proj", (model.num_heads + 2 * model.num_kv_heads) * model.head_dim, model.hidden},
       {"o_proj", model.hidden, q_dim},
       {"gate_up", 2 * model.intermediate, model.hidden},
@@ -103,12 +104,22 @@ absl::StatusOr<std::vector<WarmupGemm>> plan_warmup_gemms(const GemmModelShape& 
   };
   for (int64_t tokens : all) {
     if (layer_set.count(tokens) != 0) {
-      for (const Projection& p : layer_projections) {
-        add(p.name,
-            GemmSignature::for_linear(tokens, p.out_features, p.in_features,
-                                      model.layer_dtype.value_or(model.dtype), model.dtype,
-                                      /*rowwise=*/model.layer_dtype.has_value()),
-            tokens, model.num_layers);
+      for (int i = 0; i < kLinearProjections; ++i) {
+        const Projection& p = layer_projections[i];
+        // FP8 layers' GEMMs, and the compute dtype's where any layer keeps the projection in it.
+        const int64_t kept = model.layer_dtype ? model.kept_layers[i] : model.num_layers;
+        if (model.layer_dtype && kept < model.num_layers) {
+          add(p.name,
+              GemmSignature::for_linear(tokens, p.out_features, p.in_features, *model.layer_dtype,
+                                        model.dtype, /*rowwise=*/true),
+              tokens, model.num_layers - kept);
+        }
+        if (kept > 0) {
+          add(p.name,
+              GemmSignature::for_linear(tokens, p.out_features, p.in_features, model.dtype,
+                                        model.dtype),
+              tokens, kept);
+        }
       }
     }
     if (logit_set.count(tokens) != 0) {

@@ -15,6 +15,7 @@
 //   lm_head:  decode_bucket(r) for r in 1..max_logit_rows
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/backend/gemm_signature.h"
+#include "runtime/backend/quantization.h"
 #include "runtime/tuning/token_buckets.h"
 
 namespace tessera {
@@ -42,6 +44,9 @@ struct GemmModelShape {
   // weights are kept in FP8 (quantization: fp8; row-wise scales, their output stays `dtype`).
   // lm_head is `dtype`.
   std::optional<GemmDType> layer_dtype;
+  // With layer_dtype: in how many layers each projection (qkv, o, gate_up, down: LinearProjection)
+  // stays in `dtype` (quantization_keep); their GEMMs are planned in both dtypes where mixed.
+  std::array<int64_t, kLinearProjections> kept_layers{};
 };
 
 // The step limits that bound the token counts (the engine's ForwardLimits).

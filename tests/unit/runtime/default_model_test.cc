@@ -76,6 +76,20 @@ TEST_F(DefaultModel, Fp8QuantizationIsRefusedOnTheCpu) {
   EXPECT_FALSE(parse_quantization("int4").ok());
 }
 
+// quantization_keep naming a layer the model does not have is refused at start, naming the entry
+// and the layer count.
+TEST_F(DefaultModel, QuantizationKeepPastTheLastLayerIsRefused) {
+  InstanceOptions options;
+  options.backend.kind = BackendKind::kCpu;
+  options.quantization_keep = *QuantizationKeep::parse("down,layers.30");
+  auto m = ModelInstance::load(TESSERA_DEFAULT_MODEL, options);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << m.status();
+  EXPECT_NE(std::string(m.status().message()).find("\"layers.30\" names layer 30; the model has 30"),
+            std::string::npos)
+      << m.status();
+}
+
 TEST_F(DefaultModel, MissingFileAndDirectoryGiveClearErrors) {
   InstanceOptions options;
   auto missing = ModelInstance::load("/nonexistent/model.gguf", options);

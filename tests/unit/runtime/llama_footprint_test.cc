@@ -76,5 +76,19 @@ TEST(LlamaFootprint, Fp8LayersHoldTheirLinearWeightsInABytePerElement) {
   EXPECT_EQ(tp2.layer_bytes[0], linear / 2 + 2 * norms + 4 * tp2_rows);
 }
 
+// quantization_keep: the layers and projections it names keep two bytes a weight and no scales.
+TEST(LlamaFootprint, KeptWeightsStayInTheComputeDtype) {
+  const ModelConfig c = llama3_8b();
+  const ModelFootprint bf16 = DecoderModel::footprint(c, DType::kBF16);
+  const ModelFootprint fp8 = DecoderModel::footprint(c, DType::kBF16, 1, Quantization::kFp8);
+  const ModelFootprint kept = DecoderModel::footprint(c, DType::kBF16, 1, Quantization::kFp8,
+                                                      *QuantizationKeep::parse("down,layers.0"));
+  EXPECT_EQ(kept.layer_bytes[0], bf16.layer_bytes[0]);  // the whole layer
+  // Elsewhere down stays bf16: its FP8 saving (a byte a weight less, no 4096 scales) is undone.
+  const uint64_t down = 4096u * 14336;
+  EXPECT_EQ(kept.layer_bytes[1], fp8.layer_bytes[1] + down - 4 * 4096);
+  EXPECT_EQ(kept.layer_bytes[31], kept.layer_bytes[1]);
+}
+
 }  // namespace
 }  // namespace tessera

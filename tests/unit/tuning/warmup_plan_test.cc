@@ -104,6 +104,28 @@ TEST(WarmupPlan, Fp8LayersPlanScaledGemms) {
   }
 }
 
+// quantization_keep: a projection kept in some layers is planned in both dtypes, each with the
+// calls of its layers; one kept everywhere only in the compute dtype.
+TEST(WarmupPlan, KeptProjectionsPlanTheComputeDtypeToo) {
+  GemmModelShape m = llama3_8b();
+  m.layer_dtype = GemmDType::kF8E4M3FN;
+  m.kept_layers = {2, 0, 0, 32};  // qkv in 2 layers, down in all 32
+  absl::StatusOr<std::vector<WarmupGemm>> plan = plan_warmup_gemms(m, TokenBuckets{}, WarmupLimits{});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // Per token count: qkv twice, o and gate_up in FP8, down in bf16 only; lm_head.
+  ASSERT_EQ(plan->size(), 38u * 5 + 9);
+  for (const WarmupGemm& g : *plan) {
+    if (g.used_by == "qkv_proj") {
+      EXPECT_EQ(g.per_step, g.signature.dtype == GemmDType::kBF16 ? 2 : 30) << g.signature;
+    } else if (g.used_by == "down") {
+      EXPECT_EQ(g.signature.dtype, GemmDType::kBF16) << g.signature;
+      EXPECT_EQ(g.per_step, 32) << g.signature;
+    } else if (g.used_by != "lm_head") {
+      EXPECT_EQ(g.signature.dtype, GemmDType::kF8E4M3FN) << g.signature;
+    }
+  }
+}
+
 TEST(WarmupPlan, SharedShapesMerge) {
   // hidden == H*D == intermediate: o_proj and down share [hidden, hidden].
   GemmModelShape m;
