@@ -35,13 +35,16 @@ __global__ void __launch_bounds__(kRopeThreads)
                           QkvPrologueArgs<T> prologue, T* k_cache, T* v_cache) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
-  __shared__ float head_sums[kRopeThreads / kWarpSize];  // a pass's heads' sums of squares
+  __shared__ float warp_sums[kRopeThreads / kWarpSize];  // a pass's sums of squares, per warp
   const int64_t t = blockIdx.x;
   const int32_t half = head_dim / 2;
   const int32_t hw = (half + kWarpSize - 1) / kWarpSize * kWarpSize;
   const int32_t per_pass = kRopeThreads / hw;
   const int32_t sub = threadIdx.x / hw, i = threadIdx.x % hw;
-  const bool pair = i < half;
+  // Where hw does not divide the block (hw = 96: head_dim 130..192), the last threads have no
+  // head: they only take part in the passes' barriers.
+  const bool in_pass = sub < per_pass;
+  const bool pair = in_pass && i < half;
   const int32_t total = num_heads + 2 * num_kv_heads;
   const int64_t width = static_cast<int64_t>(total) * head_dim;
   const int64_t slot = step.slot_mapping[t];
@@ -63,14 +66,17 @@ __global__ void __launch_bounds__(kRopeThreads)
       x1 += to_float(b[i1]);
     }
     if (any_norm) {
+      // The head's sum of squares: each warp's, then the head's warps' in order (the same
+      // rounding every run).
       float v = x0 * x0 + x1 * x1;
       for (int m = kWarpSize / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
-      if (static_cast<int32_t>(threadIdx.x) < per_pass) head_sums[threadIdx.x] = 0.0f;
+      if (threadIdx.x % kWarpSize == 0) warp_sums[threadIdx.x / kWarpSize] = v;
       __syncthreads();
-      if (threadIdx.x % kWarpSize == 0) atomicAdd(&head_sums[sub], v);
-      __syncthreads();
-      const float sum_sq = head_sums[sub];
-      __syncthreads();  // read before the next pass clears it
+      float sum_sq = 0.0f;
+      for (int32_t w = sub * (hw / kWarpSize); in_pass && w < (sub + 1) * (hw / kWarpSize); ++w) {
+        sum_sq += warp_sums[w];
+      }
+      __syncthreads();  // read before the next pass writes
       const T* norm = h < num_heads                  ? prologue.q_norm
                       : h < num_heads + num_kv_heads ? prologue.k_norm
                                                      : nullptr;

@@ -87,7 +87,8 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[kVec]) {
 }
 
 // One block per row. kVectors: rows walked in 16-byte vectors (vectorizable()), else element by
-// element; the arithmetic is the same per element either way.
+// element; the arithmetic is the same per element either way (the sum of squares adds in another
+// order, so the two paths may differ in the last bit).
 template <typename T, bool kVectors>
 __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hidden, float eps,
                                 float weight_offset, T* out) {

@@ -154,9 +154,9 @@ class GpuBackend final : public Backend {
   size_t pinned_bytes_ = 0;
   float* scratch_ = nullptr;
   unsigned long long* first_non_finite_ = nullptr;  // the weight check's word (device memory)
+  std::unique_ptr<gpu::OpProfiler> profiler_;  // TESSERA_PROFILE_OPS=1 only
   // FP8 linear: the activations' codes, then (at fp8_code_capacity_ bytes) their per-token
   // scales; grown in a direct run, never while a graph records.
-  std::unique_ptr<gpu::OpProfiler> profiler_;  // TESSERA_PROFILE_OPS=1 only
   uint8_t* fp8_activations_ = nullptr;
   size_t fp8_code_capacity_ = 0;   // bytes
   size_t fp8_scale_capacity_ = 0;  // floats

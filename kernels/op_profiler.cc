@@ -46,6 +46,11 @@ void OpProfiler::end_step(gpuStream_t stream) {
 }
 
 absl::Status OpProfiler::collect() {
+  // The marks are spent however this ends (an error would count them again next time).
+  struct Spent {
+    std::vector<uint32_t>& marks;
+    ~Spent() { marks.clear(); }
+  } spent{marks_};
   float ms = 0.0f;
   for (size_t i = 0; i < marks_.size(); ++i) {
     if (marks_[i] == kStepEnd) {
@@ -75,7 +80,6 @@ absl::Status OpProfiler::collect() {
     if (pool_[marks_.size() - 1] == nullptr) pool_.erase(pool_.begin() + (marks_.size() - 1));
     has_last_end_ = true;
   }
-  marks_.clear();
   return absl::OkStatus();
 }
 

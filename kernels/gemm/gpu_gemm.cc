@@ -152,8 +152,9 @@ struct Gemm::Plan {
 
 absl::StatusOr<const Gemm::Plan*> Gemm::plan(const GemmShape& shape, const void* x, const void* w,
                                              const void* out) {
-  const PlanKey key{shape.m,         shape.n,         shape.k,          shape.dtype, shape.out,
-                    alignment_of(x), alignment_of(w), alignment_of(out)};
+  const PlanKey key{shape.m,        shape.n,         shape.k,         shape.dtype,
+                    shape.out,      shape.rowwise,   alignment_of(x), alignment_of(w),
+                    alignment_of(out)};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto p = std::make_unique<Plan>();
   TESSERA_RETURN_IF_ERROR(p->d.create(shape, workspace_));

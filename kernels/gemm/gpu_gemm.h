@@ -48,7 +48,8 @@ inline GemmDType fp8_gemm_dtype() {
 #endif
 }
 
-// A scaled GEMM's per-tensor scales: device pointers to one fp32 each.
+// A scaled GEMM's scales: device pointers to one fp32 each, or row-wise (GemmShape::rowwise) to
+// m floats (x, per token) and n floats (w, per output feature).
 struct GemmScales {
   const float* x = nullptr;
   const float* w = nullptr;
@@ -109,6 +110,7 @@ class Gemm {
   struct PlanKey {
     int64_t m, n, k;
     GemmDType dtype, out;
+    bool rowwise;  // FP8: the scale modes are part of the descriptors
     uint32_t align_x, align_w, align_out;
     friend auto operator<=>(const PlanKey&, const PlanKey&) = default;
   };

@@ -1,7 +1,8 @@
 // The GPU's side of GEMM tuning (runtime/backend/tunable_gemm.h), over gpu::Gemm: the candidates of
 // a signature (Default, the library's, tessera's own small-M kernels), operand sets on the device
 // filled with seeded random values (A = w, B = x, C = out; FP8 signatures' quantized per tensor
-// from bf16 values, one scale for w and one for x shared by every set), the output copied back as fp32, and
+// or per row from 16-bit values, the scales shared by every set, x's values kept beside its codes
+// for the FP8-weight kernels), the output copied back as fp32, and
 // timing with device events over the rotating operand sets; many candidates' rough timings
 // launched back to back with one wait (time_each); the numerics check on the device
 // (output_compare.h); the next signature's candidates listed and resolved on a thread of its own

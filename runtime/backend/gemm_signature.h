@@ -13,7 +13,8 @@
 // has no PyTorch twin; its op name appends "_F32out" ("GemmTunableOp_BFloat16_TN_F32out") so that
 // it never shares a result with the same-shape bf16-output GEMM, which runs different kernels.
 //
-// Scaled FP8 GEMMs (C = (A * a_scale) (B * b_scale), fp32 per-tensor scales, bf16 or fp16 output)
+// Scaled FP8 GEMMs (C = (A * a_scale) (B * b_scale), fp32 scales per tensor or per row, bf16 or
+// fp16 output)
 // are PyTorch's ScaledGemmTunableOp, whose op name spells all three types and whose params add
 // the row-wise flag and the bias type:
 //

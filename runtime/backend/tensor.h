@@ -59,6 +59,7 @@ struct Tensor {
   Tensor rows(int64_t begin, int64_t count) const {
     Tensor t = *this;
     t.data = static_cast<char*>(data) + begin * row_size() * element_size(dtype);
+    if (scale != nullptr) t.scale = scale + begin;  // an FP8 tensor's row scales go with its rows
     t.shape[0] = count;
     return t;
   }

@@ -52,7 +52,8 @@ class GpuFp8GemmTest : public ::testing::Test {
   }
 
   // bf16 values in +-max, [rows, cols], uploaded and quantized on the device per tensor or per
-  // row; the codes and the scales come back for the reference.
+  // row (rows then 2^-3 .. 1 in magnitude, so that a per-tensor reading of row-wise
+  // scales shows); the codes and the scales come back for the reference.
   struct Quantized {
     DevicePtr codes, scale;
     std::vector<uint8_t> host_codes;
@@ -64,7 +65,10 @@ class GpuFp8GemmTest : public ::testing::Test {
     const size_t scales = rowwise ? static_cast<size_t>(rows) : 1;
     std::uniform_real_distribution<float> u(-max, max);
     std::vector<uint16_t> bits(count);
-    for (uint16_t& b : bits) b = float_to_bf16(u(rng_));
+    for (size_t i = 0; i < count; ++i) {
+      const int row = static_cast<int>(i / static_cast<size_t>(cols));
+      bits[i] = float_to_bf16(u(rng_) * (rowwise ? std::ldexp(1.0f, row % 4 - 3) : 1.0f));
+    }
     DevicePtr values = device_alloc(count * 2);
     DevicePtr scratch = device_alloc(gpu::kFp8PerTensorScratchBytes);
     Quantized q{device_alloc(count), device_alloc(scales * 4), std::vector<uint8_t>(count),

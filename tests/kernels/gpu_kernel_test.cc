@@ -443,9 +443,10 @@ TEST_P(GpuKernelTest, RopeAndCache) {
 }
 
 // The prologue of rope_and_cache: q/k/v bias (Qwen2), then q and k head norms (Qwen3, Gemma 3,
-// with Gemma's weight offset), on the head dims the families use.
+// with Gemma's weight offset), on the head dims the families use, and 160 and 192, whose heads
+// (three warps' worth of pairs) do not divide the kernel's block.
 TEST_P(GpuKernelTest, RopeAndCachePrologue) {
-  for (const int32_t d : {64, 128, 256}) {
+  for (const int32_t d : {64, 128, 160, 192, 256}) {
     const AttnCase c{d, 8, 2, {{0, 9}, {17, 1}, {3, 5}}, "prologue"};
     AttnInputs in = attention_inputs(c, 1.0f);
     Pair freq = make({d / 2}, DType::kF32);
