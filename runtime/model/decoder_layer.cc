@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "base/status_macros.h"
+#include "base/str_cat.h"
 
 namespace tessera {
 
@@ -100,6 +101,24 @@ std::array<LinearWeightShape, kLinearProjections> decoder_layer_linear_shapes(
   s[static_cast<int>(LinearProjection::kGateUp)] = {2 * shard.intermediate, h};
   s[static_cast<int>(LinearProjection::kDown)] = {h, shard.intermediate};
   return s;
+}
+
+absl::Status check_fp8_linear_shapes(const ModelConfig& c, const TensorParallelShard& shard,
+                                     const QuantizationKeep& keep) {
+  const auto shapes = decoder_layer_linear_shapes(c, shard);
+  const auto kept = keep.kept_layers(c.num_layers);
+  for (int p = 0; p < kLinearProjections; ++p) {
+    const LinearWeightShape& s = shapes[p];
+    if (kept[p] == c.num_layers || (s.rows % 16 == 0 && s.cols % 16 == 0)) continue;
+    const std::string_view name = linear_projection_name(static_cast<LinearProjection>(p));
+    return absl::InvalidArgumentError(
+        str_cat("quantization: fp8: the ", name, " weights are ", s.rows, " x ", s.cols,
+                shard.size > 1 ? " per tensor-parallel rank" : "",
+                "; FP8 GEMMs take rows and columns in multiples of 16 (keep them in the "
+                "compute dtype with quantization_keep: ",
+                name, ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend& b,

@@ -46,6 +46,13 @@ struct LinearWeightShape {
 std::array<LinearWeightShape, kLinearProjections> decoder_layer_linear_shapes(
     const ModelConfig& config, const TensorParallelShard& shard);
 
+// Whether every linear weight `quantization: fp8` would keep in FP8 (all but those `keep` names in
+// every layer) has a shape FP8 GEMMs take: rows and columns multiples of 16 (16-byte rows of
+// codes and of 16-bit outputs). InvalidArgument naming the projection, its shape on `shard` and
+// the quantization_keep entry that leaves it in the compute dtype.
+absl::Status check_fp8_linear_shapes(const ModelConfig& config, const TensorParallelShard& shard,
+                                     const QuantizationKeep& keep);
+
 // `staged` (loaded in the compute dtype, in memory about to be freed) kept in `arena`: its linear
 // weights quantized to FP8 with one scale per row (Backend::quantize_fp8) but those `keep` says
 // (by LinearProjection), which are copied like every other tensor. Adds the bytes kept to *bytes.

@@ -134,6 +134,10 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::load(const WeightSou
       TESSERA_RETURN_IF_ERROR(seg.rank_backend(r).supports(quantization));
     }
   }
+  if (quantization == Quantization::kFp8) {
+    TESSERA_RETURN_IF_ERROR(check_fp8_linear_shapes(
+        config, tensor_parallel_shard(config, 0, segments.front().num_ranks()), keep));
+  }
   std::unique_ptr<DecoderModel> model;
   const std::string& family = config.architecture;
   if (family == "gemma2" || family == "gemma3") {

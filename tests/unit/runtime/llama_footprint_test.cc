@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/kv_cache/kv_cache.h"
+#include "runtime/model/decoder_layer.h"
 #include "runtime/model/decoder_model.h"
 #include "runtime/runner/step_runner.h"
 
@@ -88,6 +89,23 @@ TEST(LlamaFootprint, KeptWeightsStayInTheComputeDtype) {
   const uint64_t down = 4096u * 14336;
   EXPECT_EQ(kept.layer_bytes[1], fp8.layer_bytes[1] + down - 4 * 4096);
   EXPECT_EQ(kept.layer_bytes[31], kept.layer_bytes[1]);
+}
+
+// FP8 GEMMs take rows and columns in multiples of 16: a projection that has neither is refused
+// with its shape and the quantization_keep entry that leaves it in the compute dtype.
+TEST(LlamaFootprint, Fp8NeedsLinearShapesInMultiplesOf16) {
+  ModelConfig c = llama3_8b();
+  EXPECT_TRUE(check_fp8_linear_shapes(c, tensor_parallel_shard(c, 0, 1), {}).ok());
+  EXPECT_TRUE(check_fp8_linear_shapes(c, tensor_parallel_shard(c, 0, 2), {}).ok());
+  c.intermediate_size = 1000;  // down reads 1000 columns
+  const absl::Status s = check_fp8_linear_shapes(c, tensor_parallel_shard(c, 0, 1), {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("the down weights are 4096 x 1000"), std::string::npos)
+      << s;
+  EXPECT_NE(std::string(s.message()).find("quantization_keep: down"), std::string::npos) << s;
+  EXPECT_TRUE(
+      check_fp8_linear_shapes(c, tensor_parallel_shard(c, 0, 1), *QuantizationKeep::parse("down"))
+          .ok());
 }
 
 }  // namespace
