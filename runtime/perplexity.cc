@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "runtime/backend/sampling_math.h"
 
 namespace tessera {
 
@@ -13,10 +14,7 @@ namespace {
 
 // -log softmax(row)[target], in double.
 double negative_log_likelihood(std::span<const float> row, int32_t target) {
-  const float top = *std::max_element(row.begin(), row.end());
-  double sum = 0.0;
-  for (float v : row) sum += std::exp(static_cast<double>(v) - top);
-  return static_cast<double>(top) + std::log(sum) - static_cast<double>(row[target]);
+  return log_sum_exp(row.data(), row.size()) - static_cast<double>(row[target]);
 }
 
 bool all_finite(std::span<const float> row) {

@@ -9,6 +9,15 @@
 
 namespace tessera {
 
+double log_sum_exp(const float* x, size_t n) {
+  float max_v = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < n; ++i) max_v = std::max(max_v, x[i]);
+  if (n == 0 || std::isinf(max_v)) return max_v;
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - max_v);
+  return max_v + std::log(sum);
+}
+
 uint32_t sampling_draw_bits(uint64_t seed, uint64_t counter) {
   // SplitMix64's state after `counter + 1` steps from mix(seed): mixing the seed first keeps
   // seeds that differ by a multiple of the gamma from sharing a shifted stream.

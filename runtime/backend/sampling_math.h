@@ -89,6 +89,10 @@ TESSERA_HOST_DEVICE inline uint64_t sampling_draw_point(uint32_t bits, uint64_t 
 }
 
 #if !defined(TESSERA_GPU_KERNELS_ONLY)
+// log(sum(exp(x[i]))) over x[0 .. n), stably (the largest subtracted first, the sum in double):
+// the normalizer of a row's log-probabilities (logprobs, perplexity). -inf for n = 0.
+double log_sum_exp(const float* x, size_t n);
+
 // The draw's 24 uniform bits: output `counter` of a SplitMix64 stream seeded by mix(seed). The
 // host computes them for every path (the GPU backend passes them to its kernel).
 uint32_t sampling_draw_bits(uint64_t seed, uint64_t counter);

@@ -9,15 +9,6 @@ namespace tessera {
 
 namespace {
 
-// log(sum(exp(x))) computed stably.
-float log_sum_exp(std::span<const float> x) {
-  float max_v = -std::numeric_limits<float>::infinity();
-  for (float v : x) max_v = std::max(max_v, v);
-  double sum = 0.0;
-  for (float v : x) sum += std::exp(static_cast<double>(v - max_v));
-  return max_v + static_cast<float>(std::log(sum));
-}
-
 uint64_t random_seed() {
   std::random_device device;
   return (static_cast<uint64_t>(device()) << 32) | device();
@@ -101,7 +92,8 @@ SampleResult Sampler::sample(std::span<float> logits, uint64_t counter,
   // Logprobs describe the model's own distribution, before any sampling transform; they cost a
   // pass of exp() over the vocabulary, so only when asked for.
   const bool want_logprobs = wants_logprobs();
-  const float lse = want_logprobs ? log_sum_exp(logits) : 0.0f;
+  const float lse =
+      want_logprobs ? static_cast<float>(log_sum_exp(logits.data(), logits.size())) : 0.0f;
   if (params_.top_logprobs > 0) {
     const int32_t k = std::min(params_.top_logprobs, vocab);
     top_.resize(vocab);

@@ -243,5 +243,16 @@ TEST(SamplingMath, MarginIsSmallOnlyNearABoundary) {
             std::numeric_limits<double>::infinity());
 }
 
+// The normalizer of logprobs and perplexity: stable at logits far past exp()'s range, -inf
+// entries contributing nothing, an empty or all -inf row -inf.
+TEST(LogSumExp, StableWithHugeAndMinusInfinityLogits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> row = {1000.0f, 1000.0f, -inf, 999.0f};
+  EXPECT_NEAR(log_sum_exp(row.data(), row.size()), 1000.0 + std::log(2.0 + std::exp(-1.0)), 1e-9);
+  const std::vector<float> dead = {-inf, -inf};
+  EXPECT_EQ(log_sum_exp(dead.data(), dead.size()), -inf);
+  EXPECT_EQ(log_sum_exp(nullptr, 0), -inf);
+}
+
 }  // namespace
 }  // namespace tessera
