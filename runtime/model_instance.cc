@@ -136,7 +136,6 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   for (const DeviceBackend& d : backends) {
     TESSERA_RETURN_IF_ERROR(d.backend->supports(options.quantization));
   }
-  TESSERA_RETURN_IF_ERROR(options.quantization_keep.check_layers(config.num_layers));
   if (!options.quantization_keep.empty() && options.quantization == Quantization::kNone) {
     spdlog::warn("quantization_keep \"{}\" has no effect: quantization is none",
                  options.quantization_keep.text());

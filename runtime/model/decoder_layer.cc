@@ -168,11 +168,12 @@ absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend&
 }
 
 int64_t decoder_layer_elements(const ModelConfig& c, const TensorParallelShard& shard) {
-  const int64_t h = c.hidden_size, d = c.head_dim;
-  const int64_t qkv_rows = (shard.heads + 2 * shard.kv_heads) * d;
-  const int64_t norms = (c.sandwich_norms ? 4 : 2) * h + (c.qk_norm ? 2 * d : 0);
-  return norms + qkv_rows * h + (c.qkv_bias ? qkv_rows : 0) + h * shard.heads * d +
-         3 * shard.intermediate * h;
+  const auto linears = decoder_layer_linear_shapes(c, shard);
+  const int64_t qkv_rows = linears[static_cast<int>(LinearProjection::kQkv)].rows;
+  int64_t elements = (c.sandwich_norms ? 4 : 2) * c.hidden_size + (c.qk_norm ? 2 * c.head_dim : 0) +
+                     (c.qkv_bias ? qkv_rows : 0);
+  for (const LinearWeightShape& s : linears) elements += s.rows * s.cols;
+  return elements;
 }
 
 }  // namespace tessera

@@ -256,7 +256,14 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
     const LayerSegment& seg = segments[s];
     Backend& b = seg.rank_backend(rank);
     for (int64_t i = seg.first_layer; i < seg.end_layer(); ++i) {
-      if (quantization == Quantization::kNone) {
+      std::array<bool, kLinearProjections> kept{};
+      bool all_kept = true;
+      for (int p = 0; p < kLinearProjections; ++p) {
+        kept[p] = quantization == Quantization::kNone ||
+                  keep.keeps(i, static_cast<LinearProjection>(p));
+        all_kept = all_kept && kept[p];
+      }
+      if (all_kept) {
         TESSERA_ASSIGN_OR_RETURN(w.layers[i], load_decoder_layer(loader, b, c, i, shard));
         continue;
       }
@@ -265,10 +272,6 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
       WeightLoader staged_loader(loader.weights(), staging);
       TESSERA_ASSIGN_OR_RETURN(const DecoderLayer staged,
                                load_decoder_layer(staged_loader, b, c, i, shard));
-      std::array<bool, kLinearProjections> kept{};
-      for (int p = 0; p < kLinearProjections; ++p) {
-        kept[p] = keep.keeps(i, static_cast<LinearProjection>(p));
-      }
       TESSERA_ASSIGN_OR_RETURN(w.layers[i], keep_layer_fp8(staged, b, arena_, kept, &weight_bytes_));
     }
     Stage& stage = stages_[s][rank];
