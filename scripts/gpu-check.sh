@@ -389,18 +389,27 @@ run_tp() {
   run_tp70
 }
 
+# The 8B-shaped model's comparison prompts (token ids): 6, 100 and 600 tokens.
+SHORT_MID_LONG_PROMPTS=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
+
+# dump_logits' prompts from its JSON FILE with their greedy tokens to force ("ids:...|..."), one
+# a line: another build or layout run on them says where its argmax agrees.
+forced_prompts() {
+  python3 -c '
+import json, sys
+for c in json.load(open(sys.argv[1])):
+    print("ids:" + ",".join(map(str, c["ids"])) + "|" + ",".join(map(str, c["greedy"])))' "$1"
+}
+
 # One GPU's greedy tokens on the 8B-shaped model, then forced through TP2 and TP4: where each
 # split's argmax agrees, and the logits' error.
 tp_forced() {
   local model=$1
-  local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
+  local prompts=("${SHORT_MID_LONG_PROMPTS[@]}")
     TESSERA_BACKEND=gpu "$bundle/bin/dump_logits" "$model" "$out/tp_one.json" "${prompts[@]}" \
       > "$out/tp_one.log" 2>&1 || { echo "dump_logits one GPU failed"; tail -5 "$out/tp_one.log"; status=1; return; }
     # One GPU's greedy tokens forced through the splits: where each split's argmax agrees.
-    mapfile -t forced < <(python3 -c '
-import json, sys
-for c in json.load(open(sys.argv[1])):
-    print("ids:" + ",".join(map(str, c["ids"])) + "|" + ",".join(map(str, c["greedy"])))' "$out/tp_one.json")
+    mapfile -t forced < <(forced_prompts "$out/tp_one.json")
     local tp
     for tp in 2 4; do
       TESSERA_BACKEND=gpu TESSERA_TENSOR_PARALLEL_SIZE=$tp timeout 120 "$bundle/bin/dump_logits" "$model" "$out/tp_$tp.json" \
@@ -571,7 +580,7 @@ run_dtypes() {
   rm -rf "$model"  # a model left by a failed run would be taken as made
   python3 tests/reference/random_llama.py "$model" > "$out/random_llama.log" 2>&1 \
     || { tail -5 "$out/random_llama.log"; status=1; return; }
-  local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
+  local prompts=("${SHORT_MID_LONG_PROMPTS[@]}")
   for dt in bfloat16 float16; do
     TESSERA_BACKEND=gpu TESSERA_DTYPE=$dt "$bundle/bin/dump_logits" "$model" "$out/dtype_$dt.json" \
       "${prompts[@]}" > "$out/dtype_$dt.log" 2>&1 || { echo "dump_logits $dt failed"; tail -3 "$out/dtype_$dt.log"; status=1; }
@@ -660,7 +669,7 @@ run_ab() {
     "$before/bin/gpu_kernel_tests" --gtest_color=no --gtest_filter='*Sampl*' > "$out/before_sampling.log" 2>&1 \
       || { echo "before: sampling tests failed"; status=1; }
     echo "== before: sampling metrics"; grep -E '^\[ metric \] sample' "$out/before_sampling.log"
-    local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
+    local prompts=("${SHORT_MID_LONG_PROMPTS[@]}")
     for side in before after; do
       local b=$([[ $side == before ]] && echo "$before" || echo "$bundle")
       TESSERA_BACKEND=gpu "$b/bin/dump_logits" /tmp/llama8b "$out/ab_$side.json" "${prompts[@]}" \
@@ -829,13 +838,10 @@ fp8_gemm() {
 # The 8B-shaped model's logits and greedy tokens with FP8 weights against bf16's, on 3 prompts.
 fp8_logits() {
   local model=$1
-  local prompts=("ids:128000,791,6864,315,9822,374" "ids:$(seq -s, 1000 1099)" "ids:$(seq -s, 2000 2599)")
+  local prompts=("${SHORT_MID_LONG_PROMPTS[@]}")
   TESSERA_BACKEND=gpu "$bundle/bin/dump_logits" "$model" "$out/fp8_bf16.json" "${prompts[@]}" \
     > "$out/fp8_bf16.log" 2>&1 || { echo "dump_logits bf16 failed"; tail -5 "$out/fp8_bf16.log"; status=1; return; }
-  mapfile -t forced < <(python3 -c '
-import json, sys
-for c in json.load(open(sys.argv[1])):
-    print("ids:" + ",".join(map(str, c["ids"])) + "|" + ",".join(map(str, c["greedy"])))' "$out/fp8_bf16.json")
+  mapfile -t forced < <(forced_prompts "$out/fp8_bf16.json")
   TESSERA_BACKEND=gpu TESSERA_QUANTIZATION=fp8 "$bundle/bin/dump_logits" "$model" "$out/fp8_fp8.json" \
     "${prompts[@]}" "${forced[@]}" > "$out/fp8_fp8.log" 2>&1 \
     || { echo "dump_logits fp8 failed"; tail -5 "$out/fp8_fp8.log"; status=1; return; }

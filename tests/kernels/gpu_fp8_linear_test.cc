@@ -82,6 +82,20 @@ class GpuFp8LinearTest : public ::testing::Test {
     return worst;
   }
 
+  // The backend's bf16 linear on w against its FP8 linear on `codes` (w quantized) for a random
+  // x of m tokens: relative_error of the FP8 output, over `groups` groups of output features.
+  double fp8_error(std::vector<DeviceBuffer>& keep, const Tensor& w, const Tensor& codes,
+                   int64_t m, int64_t groups = 1) {
+    const int64_t n = w.dim(0), k = w.dim(1);
+    const Tensor x = random_bf16(keep, {m, k}, 1.0f);
+    const Tensor ref = empty(keep, DType::kBF16, {m, n}), got = empty(keep, DType::kBF16, {m, n});
+    backend_->linear(x, w, ref);
+    backend_->linear(x, codes, got);
+    const absl::Status s = backend_->synchronize();
+    EXPECT_TRUE(s.ok()) << s;
+    return s.ok() ? relative_error(download(ref), download(got), n, groups) : 1.0;
+  }
+
   GpuBackend* backend_ = nullptr;
   std::mt19937 rng_{8};
 };
@@ -92,16 +106,9 @@ TEST_F(GpuFp8LinearTest, MatchesTheBf16LinearWithinFp8Rounding) {
   const Tensor w = random_bf16(keep, {n, k}, std::sqrt(3.0f / k));
   const Tensor codes = quantized(keep, w);
   for (int64_t m : {1, 3, 16, 17, 300}) {
-    SCOPED_TRACE(testing::Message() << "m=" << m);
-    const Tensor x = random_bf16(keep, {m, k}, 1.0f);
-    const Tensor ref = empty(keep, DType::kBF16, {m, n}), got = empty(keep, DType::kBF16, {m, n});
-    backend_->linear(x, w, ref);
-    backend_->linear(x, codes, got);
-    const absl::Status s = backend_->synchronize();
-    ASSERT_TRUE(s.ok()) << s;
     // e4m3 keeps 3 mantissa bits (relative rounding up to 1/16 per element, both operands):
     // over k = 4096 products the error averages to a few percent of the output's norm.
-    EXPECT_LT(relative_error(download(ref), download(got), n), 0.06);
+    EXPECT_LT(fp8_error(keep, w, codes, m), 0.06) << "m=" << m;
   }
 }
 
@@ -122,15 +129,8 @@ TEST_F(GpuFp8LinearTest, EveryRowKeepsItsPrecisionWhateverItsMagnitude) {
   backend_->upload_f32(values, w);
   const Tensor codes = quantized(keep, w);
   for (int64_t m : {1, 16, 64}) {
-    SCOPED_TRACE(testing::Message() << "m=" << m);
-    const Tensor x = random_bf16(keep, {m, k}, 1.0f);
-    const Tensor ref = empty(keep, DType::kBF16, {m, n}), got = empty(keep, DType::kBF16, {m, n});
-    backend_->linear(x, w, ref);
-    backend_->linear(x, codes, got);
-    const absl::Status s = backend_->synchronize();
-    ASSERT_TRUE(s.ok()) << s;
     // Per magnitude class (16 features each).
-    EXPECT_LT(relative_error(download(ref), download(got), n, kMagnitudes), 0.08);
+    EXPECT_LT(fp8_error(keep, w, codes, m, kMagnitudes), 0.08) << "m=" << m;
   }
 }
 
