@@ -103,6 +103,13 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   inst->path_ = path;
   const ModelConfig& config = inst->config();
   TESSERA_RETURN_IF_ERROR(config.validate());
+  // Positions past the model's are positions its rotary embedding was never trained on.
+  if (const int64_t positions = config.max_position_embeddings;
+      positions > 0 && options.engine.max_model_len > positions) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_model_len ", options.engine.max_model_len, " exceeds the model's ",
+                     positions, " positions (max_position_embeddings)"));
+  }
   if (options.block_size <= 0 || options.block_size > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("block_size: ", options.block_size, " is outside [1, 1024]"));

@@ -1,6 +1,7 @@
 // tessera perplexity: loads a model in-process and scores a text file with it -- the perplexity of
 // transformers' sliding-window guide (runtime/perplexity.h) -- to check a model, its dtype or its
-// placement on a real text. Prints a table and writes JSON.
+// placement or FP8 weights on a real text. Prints a table (the weights column: none, or fp8 and
+// what quantization_keep keeps) and writes JSON.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -30,7 +31,8 @@ constexpr char kUsage[] =
     "  log-likelihood and perplexity (exp of it), with --json a copy.\n"
     "      --model PATH            a .gguf file or a Hugging Face model directory (required)\n"
     "      --text FILE             the text to score (required)\n"
-    "      --context N             tokens in a window (default 1024, at most the model's)\n"
+    "      --context N             tokens in a window (default 1024; the max_model_len, at most\n"
+    "                              the model's positions)\n"
     "      --stride N              tokens between windows (default context / 2)\n"
     "      --max-tokens N          score only the text's first N tokens (default all)\n"
     "      --json PATH             write the result as JSON\n";
@@ -90,12 +92,6 @@ int perplexity_command(int argc, char** argv) {
   auto instance = ModelInstance::load(model_path, *options);
   if (!instance.ok()) return fail(instance.status());
   ModelInstance& inst = **instance;
-  if (const int64_t positions = inst.config().max_position_embeddings;
-      positions > 0 && *context > positions) {
-    return usage_error(absl::InvalidArgumentError(absl::StrFormat(
-        "--context %d exceeds the model's %d positions (max_position_embeddings)", *context,
-        positions)));
-  }
 
   auto ids = inst.tokenizer().encode(*text);
   if (!ids.ok()) return fail(ids.status());
@@ -110,10 +106,15 @@ int perplexity_command(int argc, char** argv) {
 
   const std::string backend = absl::StrFormat("%s, %s", inst.backend().name(),
                                               dtype_name(inst.backend().compute_dtype()));
-  TextTable table({{"backend"}, {"text"}, {"tokens", true}, {"scored", true}, {"context", true},
+  // What the linear weights are kept in: the compute dtype, or FP8 but for the kept ones.
+  std::string weights(quantization_name(options->quantization));
+  if (options->quantization == Quantization::kFp8 && !options->quantization_keep.empty()) {
+    weights += " (keep " + options->quantization_keep.text() + ")";
+  }
+  TextTable table({{"backend"}, {"weights"}, {"text"}, {"tokens", true}, {"scored", true}, {"context", true},
                    {"stride", true}, {"mean nll", true}, {"perplexity", true}, {"s", true},
                    {"tok/s", true}});
-  table.add_row({backend, text_path, std::to_string(result->tokens),
+  table.add_row({backend, weights, text_path, std::to_string(result->tokens),
                  std::to_string(result->scored), std::to_string(*context), std::to_string(*stride),
                  absl::StrFormat("%.4f", result->mean_nll()),
                  absl::StrFormat("%.4f", result->perplexity()), absl::StrFormat("%.1f", seconds),
@@ -121,7 +122,7 @@ int perplexity_command(int argc, char** argv) {
   std::printf("%s", table.render().c_str());
   if (const std::string json = args->get("json"); !json.empty()) {
     nlohmann::json report = {{"model", model_path},     {"text", text_path},
-                             {"backend", backend},
+                             {"backend", backend},       {"weights", weights},
                              {"tokens", result->tokens}, {"scored", result->scored},
                              {"windows", result->windows}, {"context", *context},
                              {"stride", *stride},        {"mean_nll", result->mean_nll()},

@@ -90,6 +90,24 @@ TEST_F(DefaultModel, QuantizationKeepPastTheLastLayerIsRefused) {
       << m.status();
 }
 
+// A max_model_len past the model's positions (tesserad's key, `tessera perplexity --context`) is
+// refused before any weight is read, naming both numbers.
+TEST_F(DefaultModel, MaxModelLenPastTheModelsPositionsIsRefused) {
+  InstanceOptions options;
+  options.backend.kind = BackendKind::kCpu;
+  options.engine.max_model_len = 8193;
+  auto m = ModelInstance::load(TESSERA_DEFAULT_MODEL, options);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << m.status();
+  EXPECT_NE(std::string(m.status().message())
+                .find("max_model_len 8193 exceeds the model's 8192 positions"),
+            std::string::npos)
+      << m.status();
+  options.engine.max_model_len = 8192;
+  options.kv_cache_bytes = 64 << 20;
+  EXPECT_TRUE(ModelInstance::load(TESSERA_DEFAULT_MODEL, options).ok());
+}
+
 TEST_F(DefaultModel, MissingFileAndDirectoryGiveClearErrors) {
   InstanceOptions options;
   auto missing = ModelInstance::load("/nonexistent/model.gguf", options);
