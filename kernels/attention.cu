@@ -28,11 +28,47 @@ constexpr int kRopeThreads = 256;
 // (bias, q/k head norm: the head's sum of squares over its warps), rotates q and k heads in place,
 // then writes k and v heads to the cache slot of the token (slots < 0 are padding: skipped).
 // Dimension pair i of a head is (i, i + half), or (2i, 2i + 1) when `interleaved`.
+// Where rope_and_cache_kernel writes k and v: T pools, or FP8 codes of x / scale (`codes` set).
+template <typename T>
+struct KvWriteArgs {
+  T* k = nullptr;
+  T* v = nullptr;
+  uint8_t* k_codes = nullptr;
+  uint8_t* v_codes = nullptr;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  Fp8Encoding encoding = Fp8Encoding::kE4M3FN;
+  float* amax = nullptr;  // [2]: largest |k|, |v| written (a calibration step); null: not kept
+};
+
+// Pair (i0, i1) of a k or v head at element `base` of the cache: stored as T, or as FP8 codes of
+// the values over the layer's scale (fp8_quantize.h's encoder: saturating, nearest even).
+template <typename T>
+__device__ __forceinline__ void write_kv_pair(const KvWriteArgs<T>& cache, bool is_v,
+                                              int64_t base, int32_t i0, int32_t i1, float x0,
+                                              float x1) {
+  if (cache.amax != nullptr) {
+    // Non-negative floats order like their bits.
+    atomicMax(reinterpret_cast<unsigned int*>(cache.amax) + (is_v ? 1 : 0),
+              __float_as_uint(fmaxf(fabsf(x0), fabsf(x1))));
+  }
+  if (cache.k_codes != nullptr) {
+    uint8_t* dst = (is_v ? cache.v_codes : cache.k_codes) + base;
+    const float scale = is_v ? cache.v_scale : cache.k_scale;
+    dst[i0] = fp8_detail::encode_bits(cache.encoding, __float_as_uint(x0 / scale));
+    dst[i1] = fp8_detail::encode_bits(cache.encoding, __float_as_uint(x1 / scale));
+  } else {
+    T* dst = (is_v ? cache.v : cache.k) + base;
+    dst[i0] = from_float<T>(x0);
+    dst[i1] = from_float<T>(x1);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kRopeThreads)
     rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep step, int32_t num_heads,
                           int32_t num_kv_heads, int32_t head_dim, bool interleaved,
-                          QkvPrologueArgs<T> prologue, T* k_cache, T* v_cache) {
+                          QkvPrologueArgs<T> prologue, KvWriteArgs<T> cache) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   __shared__ float warp_sums[kRopeThreads / kWarpSize];  // a pass's sums of squares, per warp
@@ -104,9 +140,8 @@ __global__ void __launch_bounds__(kRopeThreads)
     if (h >= num_heads && slot >= 0) {
       const bool is_v = h >= num_heads + num_kv_heads;
       const int32_t kv_head = h - num_heads - (is_v ? num_kv_heads : 0);
-      T* dst = (is_v ? v_cache : k_cache) + slot * kv_row + static_cast<int64_t>(kv_head) * head_dim;
-      dst[i0] = from_float<T>(x0);
-      dst[i1] = from_float<T>(x1);
+      write_kv_pair(cache, is_v, slot * kv_row + static_cast<int64_t>(kv_head) * head_dim, i0, i1,
+                    x0, x1);
     }
   }
 }
@@ -117,7 +152,8 @@ template <typename T>
 __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cache,
                                  int32_t block_size, DeviceStep step, int32_t num_heads,
                                  int32_t num_kv_heads, int32_t head_dim, float scale,
-                                 float softcap, int32_t window, bool skip_decode, T* out) {
+                                 float softcap, int32_t window, bool skip_decode,
+                                 int32_t seq_begin, int32_t seq_end, T* out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   __shared__ float q_s[kMaxHeadDim];
@@ -130,6 +166,7 @@ __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cach
   const int64_t width = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * head_dim;
   const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * head_dim;
   const int32_t seq = step.seq_of[t];
+  if (seq < seq_begin || seq >= seq_end) return;
   if (skip_decode && step.query_start[seq + 1] - step.query_start[seq] == 1) return;
   const int32_t* table = step.block_tables + static_cast<int64_t>(seq) * step.max_blocks;
   const int32_t n_keys = step.positions[t] + 1;  // causal by position
@@ -196,25 +233,108 @@ __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cach
   }
 }
 
+// The value of e4m3 code `code` under an exponent bias of `bias` (7: e4m3fn, 8: e4m3fnuz), built
+// in integers (exact, subnormals included, whatever the fp32 denormal mode). NaN codes are not
+// special-cased: the cache holds codes of finite values.
+__device__ __forceinline__ float e4m3_value(uint32_t code, int bias) {
+  const uint32_t e = (code >> 3) & 0xfu, m = code & 0x7u;
+  const float mag = e == 0 ? static_cast<float>(m) * exp2f(static_cast<float>(1 - bias - 3))
+                           : __uint_as_float(((e + 127u - bias) << 23) | (m << 20));
+  return (code & 0x80u) != 0 ? -mag : mag;
+}
+
+constexpr int kWidenThreads = 256;
+constexpr int kWidenCodes = 8;  // per thread and pass: one 8-byte load, one 16-byte store
+
+// grid (context blocks of the longest sequence, prefill sequences), kWidenThreads threads: block
+// b of prefill sequence z, K and V, from its cache block to its scratch block. Whole blocks are
+// copied: the positions past the context in a last block are never attended.
+template <typename T>
+__global__ void __launch_bounds__(kWidenThreads)
+    widen_kv_context_kernel(const uint8_t* __restrict__ k_codes,
+                            const uint8_t* __restrict__ v_codes, float k_scale, float v_scale,
+                            int bias, int32_t block_size, DeviceStep step,
+                            const int32_t* __restrict__ scratch_tables, int64_t kv_row,
+                            T* __restrict__ k_out, T* __restrict__ v_out) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
+  const int32_t seq = step.prefill_seqs[blockIdx.y];
+  const int32_t b = blockIdx.x;
+  if (static_cast<int64_t>(b) * block_size >= step.context_len[seq]) return;
+  const int64_t row = static_cast<int64_t>(seq) * step.max_blocks + b;
+  const int64_t block_elems = static_cast<int64_t>(block_size) * kv_row;
+  const int64_t src = step.block_tables[row] * block_elems;
+  const int64_t dst = scratch_tables[row] * block_elems;
+  for (int64_t i = static_cast<int64_t>(threadIdx.x) * kWidenCodes; i < 2 * block_elems;
+       i += static_cast<int64_t>(kWidenThreads) * kWidenCodes) {
+    const bool is_v = i >= block_elems;
+    const int64_t e = is_v ? i - block_elems : i;
+    const uint2 raw = *reinterpret_cast<const uint2*>((is_v ? v_codes : k_codes) + src + e);
+    const float scale = is_v ? v_scale : k_scale;
+    const uint32_t words[2] = {raw.x, raw.y};
+    uint32_t packed[4];
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      const uint32_t q = words[w];
+      packed[2 * w] = Element<T>::pack(e4m3_value(q & 0xffu, bias) * scale,
+                                       e4m3_value((q >> 8) & 0xffu, bias) * scale);
+      packed[2 * w + 1] = Element<T>::pack(e4m3_value((q >> 16) & 0xffu, bias) * scale,
+                                           e4m3_value(q >> 24, bias) * scale);
+    }
+    *reinterpret_cast<uint4*>((is_v ? v_out : k_out) + dst + e) =
+        make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  }
+}
+
 }  // namespace
+
+template <typename T>
+gpuError_t widen_kv_context(const Fp8KvPools& pools, int32_t block_size, const DeviceStep& step,
+                            int32_t max_context, const int32_t* scratch_tables,
+                            int32_t num_kv_heads, int32_t head_dim, T* k_out, T* v_out,
+                            gpuStream_t stream) {
+  if (step.num_prefill_seqs <= 0 || max_context <= 0) return gpuSuccess;
+  const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * head_dim;
+  // 8-code loads and 16-byte stores stay inside one K or V block.
+  if (kv_row % kWidenCodes != 0) return gpuErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>((max_context + block_size - 1) / block_size),
+                  static_cast<unsigned>(step.num_prefill_seqs));
+  return launch(widen_kv_context_kernel<T>, grid, dim3(kWidenThreads), 0, stream, pools.k,
+                pools.v, pools.k_scale, pools.v_scale, fp8_detail::format(pools.encoding).bias,
+                block_size, step, scratch_tables, kv_row, k_out, v_out);
+}
 
 template <typename T>
 gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
                           int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                          bool interleaved, const QkvPrologueArgs<T>& prologue, T* k_cache,
-                          T* v_cache, gpuStream_t stream) {
+                          bool interleaved, const QkvPrologueArgs<T>& prologue,
+                          const KvCacheWrite<T>& cache, gpuStream_t stream) {
   if (step.num_tokens <= 0) return gpuSuccess;
   if (head_dim / 2 > kRopeThreads) return gpuErrorInvalidValue;  // a thread per pair of a head
+  KvWriteArgs<T> args;
+  args.amax = cache.amax;
+  if (cache.codes != nullptr) {
+    // The kernel writes through these; Fp8KvPools holds them const for the readers.
+    args.k_codes = const_cast<uint8_t*>(cache.codes->k);
+    args.v_codes = const_cast<uint8_t*>(cache.codes->v);
+    args.k_scale = cache.codes->k_scale;
+    args.v_scale = cache.codes->v_scale;
+    args.encoding = cache.codes->encoding;
+  } else {
+    args.k = cache.k;
+    args.v = cache.v;
+  }
   return launch(rope_and_cache_kernel<T>, dim3(static_cast<unsigned>(step.num_tokens)),
                 dim3(kRopeThreads), 0, stream, qkv, inv_freq, step, num_heads, num_kv_heads,
-                head_dim, interleaved, prologue, k_cache, v_cache);
+                head_dim, interleaved, prologue, args);
 }
 
 template <typename T>
 gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                              const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
                              int32_t head_dim, float scale, float softcap, int32_t window,
-                             bool skip_decode, T* out, gpuStream_t stream) {
+                             bool skip_decode, int32_t seq_begin, int32_t seq_end, T* out,
+                             gpuStream_t stream) {
   if (step.num_tokens <= 0) return gpuSuccess;
   if (head_dim > kMaxHeadDim || num_kv_heads <= 0 || num_heads % num_kv_heads != 0) {
     return gpuErrorInvalidValue;
@@ -222,16 +342,18 @@ gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, i
   const dim3 grid(static_cast<unsigned>(step.num_tokens), static_cast<unsigned>(num_heads));
   return launch(attention_kernel<T>, grid, dim3(kAttnWarps * kWarpSize), 0, stream, qkv, k_cache,
                 v_cache, block_size, step, num_heads, num_kv_heads, head_dim, scale, softcap, window,
-                skip_decode, out);
+                skip_decode, seq_begin, seq_end, out);
 }
 
 #define TESSERA_ATTENTION_LAUNCHERS(T)                                                           \
   template gpuError_t rope_and_cache(T*, const float*, const DeviceStep&, int32_t, int32_t,       \
-                                     int32_t, bool, const QkvPrologueArgs<T>&, T*, T*,            \
-                                     gpuStream_t);                                                \
+                                     int32_t, bool, const QkvPrologueArgs<T>&,                    \
+                                     const KvCacheWrite<T>&, gpuStream_t);                        \
+  template gpuError_t widen_kv_context(const Fp8KvPools&, int32_t, const DeviceStep&, int32_t,    \
+                                       const int32_t*, int32_t, int32_t, T*, T*, gpuStream_t);    \
   template gpuError_t attention_generic(const T*, const T*, const T*, int32_t, const DeviceStep&, \
                                         int32_t, int32_t, int32_t, float, float, int32_t, bool,   \
-                                        T*, gpuStream_t);
+                                        int32_t, int32_t, T*, gpuStream_t);
 TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_ATTENTION_LAUNCHERS)
 #undef TESSERA_ATTENTION_LAUNCHERS
 

@@ -8,19 +8,30 @@
 // to each score before the softmax; with a sliding window the splits cut only the sequence's last
 // `window` keys (the keys before them are never read).
 //
+// The cache holds T (the element type) or FP8 e4m3 codes with a scale per layer for K and one for
+// V. Codes are widened exactly (kernels/gemm/fp8_widen.h; every e4m3 value is a bf16 / fp16
+// value); k_scale is folded into the scores' scale (and the soft-cap's, which takes the true
+// score), v_scale into the accumulators before they are written (partials too: the combine is
+// linear in them), so the rest of the math is the 16-bit cache's.
+//
 // CUDA: tensor cores. 4 warps; tiles of 64 keys (16 per warp) are gathered from the pages into
 // swizzled shared memory by cp.async, kStages tiles in flight per CTA; S = Q K^T and O += P V
 // are m16n8k16 MMAs of the element type with the group's query heads as the A rows (rows past the group are
 // zero), fp32 accumulation, online softmax per warp in registers, the warps merged at the end.
+// An FP8 tile is staged as codes (half the bytes), and each warp widens its own 16 keys of it
+// into one K and one V tile of T in the same swizzled layout, which the MMA code reads unchanged.
 // HIP: the SIMT kernel (the MFMA version is not written yet): lanes work in groups of
-// head_dim / 8, one key per group at a time, 16-byte loads, four keys in flight per group;
-// written with kWarpSize and group-local shuffles only, for 64-lane CDNA wavefronts.
+// head_dim / 8, one key per group at a time, 16-byte loads (8 bytes of FP8 codes), four keys in
+// flight per group; written with kWarpSize and group-local shuffles only, for 64-lane CDNA
+// wavefronts.
 #define TESSERA_GPU_KERNELS_ONLY
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/attention_math.h"
+#include "kernels/gemm/fp8_widen.h"
 #include "kernels/gpu_ops.h"
 #include "kernels/launch.h"
 #include "kernels/mma_sm80.h"
@@ -38,6 +49,18 @@ constexpr int kMinSplitKeys = 64;
 #else
 constexpr int kMinSplitKeys = 256;
 #endif
+
+// The cache's dequantization: value = element * scale; an FP8 cache's codes also name their
+// encoding. A 16-bit cache's: {1, 1}.
+struct KvScales {
+  float k = 1.0f;
+  float v = 1.0f;
+  Fp8Encoding encoding = Fp8Encoding::kE4M3FN;
+};
+
+// Whether the cache's elements C are FP8 codes (else T itself).
+template <typename C>
+constexpr bool kFp8Cache = std::is_same_v<C, uint8_t>;
 
 // Output of one CTA's merged (max, sum, acc) for head h: the final row (of T) when the split is
 // the only one, else the split's partial.
@@ -70,20 +93,70 @@ constexpr int kMmaThreads = kMmaWarps * kWarpSize;
 template <int D>
 constexpr int kDecodeStages = D > 128 ? 2 : 3;
 
+// Shared memory of decode_mma_kernel<T, C, D>, in its order: the K and V tiles of T (the stages;
+// with FP8 codes the one tile pair they are widened into), at d = 256 the group's query rows
+// (padded), then with FP8 the codes' K and V stages. FP8: 40, 80 and 132 KiB at d = 64, 128 and
+// 256; 16-bit: 48, 96 and 132 KiB.
+template <typename T, typename C, int D>
+constexpr int kDecodeSmem = static_cast<int>(
+    (2 * (kFp8Cache<C> ? 1 : kDecodeStages<D>) * kTileKeys * D +
+     (D > 128 ? kMaxDecodeGroup * (D + 8) : 0)) * sizeof(T) +
+    (kFp8Cache<C> ? 2 * kDecodeStages<D> * kTileKeys * D : 0));
 
-template <typename T, int D>
+// Exponent bits of T (fp8_widen_e4m3x4's kExpBits).
+template <typename T>
+constexpr int kExpBits = std::is_same_v<T, gpu_f16> ? 5 : 8;
+
+// What makes an FP8 cache's widened codes values (a 16-bit cache's kernels ignore it): the power
+// of two fp8_widen_e4m3x4's pairs are short of, as a pair of T (fp8_widen_unit_bits), and
+// v_scale (k_scale is in the scores' scale).
+struct Fp8Values {
+  uint32_t unit_bits = 0;
+  float v_scale = 1.0f;
+};
+
+// Eight FP8 codes (as loaded) as eight T holding their values, in memory order (16 bytes). Each
+// word's bytes go to positions 0 2 1 3 first, so that fp8_widen_e4m3x4's pairs (0, 2) and (1, 3)
+// come out as (0, 1) and (2, 3); the power of two is multiplied in by a packed fma with -0,
+// exactly (mul.rn.bf16x2 exists only from sm_90 on).
+template <typename T>
+__device__ __forceinline__ uint4 widen_codes(uint2 codes, uint32_t unit_bits) {
+  constexpr uint32_t kNegativeZeros = 0x80008000u;
+  const Fp8WidePairs lo = fp8_widen_e4m3x4<kExpBits<T>>(__byte_perm(codes.x, 0u, 0x3120));
+  const Fp8WidePairs hi = fp8_widen_e4m3x4<kExpBits<T>>(__byte_perm(codes.y, 0u, 0x3120));
+  uint32_t w[4] = {lo.even, lo.odd, hi.even, hi.odd};
+#pragma unroll
+  for (uint32_t& v : w) {
+    if constexpr (std::is_same_v<T, gpu_f16>) {
+      asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(v) : "r"(v), "r"(unit_bits), "r"(kNegativeZeros));
+    } else {
+      asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(v) : "r"(v), "r"(unit_bits), "r"(kNegativeZeros));
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// C: the cache's element, T or uint8_t (FP8 codes). Each warp reads only its own 16 keys of a
+// tile, so with FP8 each warp also copies and widens only those rows, every lane the chunks it
+// copied itself (its own cp.async wait covers them): the warp's T rows then need __syncwarp
+// only, and the FP8 loop has no CTA barrier.
+template <typename T, typename C, int D>
 __global__ void __launch_bounds__(kMmaThreads)
-    decode_mma_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
-                      const T* __restrict__ v_cache, int32_t block_size, DeviceStep step,
+    decode_mma_kernel(const T* __restrict__ qkv, const C* __restrict__ k_cache,
+                      const C* __restrict__ v_cache, int32_t block_size, DeviceStep step,
                       int32_t num_heads, int32_t num_kv_heads, float scale_log2,
                       SoftCapArgs cap, int32_t window, int32_t keys_per_split,
                       float* __restrict__ part_acc, float* __restrict__ part_ml,
-                      T* __restrict__ out) {
+                      T* __restrict__ out, Fp8Values fp8) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
+  constexpr bool kFp8 = kFp8Cache<C>;
   constexpr int kStages = kDecodeStages<D>;
-  constexpr int kChunks = D / 8;                        // 16-byte chunks per key row
-  constexpr int kRowsPerPass = kMmaThreads / kChunks;  // key rows one pass of the CTA copies
+  constexpr int kChunks = D * static_cast<int>(sizeof(C)) / 16;  // 16-byte chunks per key row
+  // The threads that copy a tile's keys: the CTA all 64, or with FP8 each warp its own 16.
+  constexpr int kCopiers = kFp8 ? kWarpSize : kMmaThreads;
+  constexpr int kRowsPerPass = kCopiers / kChunks;  // key rows one pass of the copiers copies
+  constexpr int kPasses = (kFp8 ? 16 : kTileKeys) / kRowsPerPass;
   constexpr int kTileElems = kTileKeys * D;
   constexpr int kRowStride = D + 8;  // the epilogue's per-(warp, head) rows, padded
   // Q's A fragments: registers up to d = 128; at d = 256 shared memory (rows padded by 16 bytes:
@@ -91,10 +164,18 @@ __global__ void __launch_bounds__(kMmaThreads)
   // only (unrolled whole with Q in registers, ptxas spilled 112 bytes).
   constexpr bool kQInRegisters = D <= 128;
   constexpr int kSUnroll = kQInRegisters ? D / 16 : 4;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];  // laid out as kDecodeSmem says
+  constexpr int kTTiles = kFp8 ? 1 : kStages;
   T* sK = reinterpret_cast<T*>(smem_raw);
-  T* sV = sK + kStages * kTileElems;
-  T* sQ = sV + kStages * kTileElems;  // d = 256: [kMaxDecodeGroup][kRowStride]
+  T* sV = sK + kTTiles * kTileElems;
+  T* sQ = sV + kTTiles * kTileElems;  // d = 256: [kMaxDecodeGroup][kRowStride]
+  C* cK;  // the stages cp.async fills
+  if constexpr (kFp8) {
+    cK = reinterpret_cast<C*>(sQ + (kQInRegisters ? 0 : kMaxDecodeGroup * kRowStride));
+  } else {
+    cK = sK;
+  }
+  C* cV = cK + kStages * kTileElems;
 
   const int split = blockIdx.x, num_splits = gridDim.x;
   const int kvh = blockIdx.y;
@@ -120,27 +201,53 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * D;
   const int32_t* table = step.block_tables + static_cast<int64_t>(seq) * step.max_blocks;
 
-  // Each thread copies one 16-byte column (lc) of rows lr, lr + kRowsPerPass, ... of K and V.
-  // Rows past k_end are zero-filled: their scores are masked and zeros keep P V finite.
-  const int lc = tid % kChunks, lr = tid / kChunks;
-  const int64_t col = static_cast<int64_t>(kvh) * D + lc * 8;
+  // Each copier copies one 16-byte column (lc) of rows lr, lr + kRowsPerPass, ... of K and V.
+  // Rows past k_end are zero-filled (FP8: code 0, value 0): their scores are masked and zeros keep
+  // P V finite.
+  const int copier = kFp8 ? lane : tid;
+  const int lc = copier % kChunks, lr = (kFp8 ? warp * 16 : 0) + copier / kChunks;
+  const int64_t col = static_cast<int64_t>(kvh) * D + lc * (16 / static_cast<int>(sizeof(C)));
   auto load_tile = [&](int tile, int stage) {
     const int j0 = k_begin + tile * kTileKeys + lr;
     int blk = j0 / block_size, off = j0 % block_size;
-    T* dk = sK + stage * kTileElems;
-    T* dv = sV + stage * kTileElems;
+    C* dk = cK + stage * kTileElems;
+    C* dv = cV + stage * kTileElems;
 #pragma unroll
-    for (int i = 0; i < kTileKeys / kRowsPerPass; ++i) {
+    for (int i = 0; i < kPasses; ++i) {
       const int r = lr + i * kRowsPerPass;
       const bool ok = j0 + i * kRowsPerPass < k_end;
       int64_t src = 0;
       if (ok) src = (static_cast<int64_t>(table[blk]) * block_size + off) * kv_row + col;
-      sm80::cp_async_16(dk + sm80::swz<D>(r, lc), k_cache + src, ok ? 16 : 0);
-      sm80::cp_async_16(dv + sm80::swz<D>(r, lc), v_cache + src, ok ? 16 : 0);
+      // 16-bit: the MMA loads' layout; FP8 codes: plain rows, read back only by their copier.
+      const int at = kFp8 ? r * D + lc * 16 : sm80::swz<D>(r, lc);
+      sm80::cp_async_16(dk + at, k_cache + src, ok ? 16 : 0);
+      sm80::cp_async_16(dv + at, v_cache + src, ok ? 16 : 0);
       off += kRowsPerPass;
       while (off >= block_size) {
         off -= block_size;
         ++blk;
+      }
+    }
+  };
+  // FP8: this lane's chunks of `stage` widened into the warp's rows of the T tiles, codes 0-7 of
+  // a chunk into T chunk 2 lc, 8-15 into 2 lc + 1. The one at (lc / 4) % 2 is stored first, so
+  // that the 8 lanes of a 16-byte store's phase hit 8 different bank groups (at d = 64 the rows'
+  // swizzle does).
+  auto widen_tile = [&](int stage) {
+    const int hi_first = (lc >> 2) & 1;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int r = lr + i * kRowsPerPass;
+#pragma unroll
+      for (int kv = 0; kv < 2; ++kv) {
+        const uint4 q = *reinterpret_cast<const uint4*>((kv == 0 ? cK : cV) + stage * kTileElems +
+                                                        r * D + lc * 16);
+        const uint2 lo = make_uint2(q.x, q.y), hi = make_uint2(q.z, q.w);
+        T* dst = kv == 0 ? sK : sV;
+        *reinterpret_cast<uint4*>(dst + sm80::swz<D>(r, 2 * lc + hi_first)) =
+            widen_codes<T>(hi_first ? hi : lo, fp8.unit_bits);
+        *reinterpret_cast<uint4*>(dst + sm80::swz<D>(r, 2 * lc + 1 - hi_first)) =
+            widen_codes<T>(hi_first ? lo : hi, fp8.unit_bits);
       }
     }
   };
@@ -162,9 +269,11 @@ __global__ void __launch_bounds__(kMmaThreads)
       qf[kk][1] = g < group ? *reinterpret_cast<const uint32_t*>(qrow + kk * 16 + 8 + 2 * t) : 0u;
     }
   } else {
-    // The group's rows (zeros past it); the first tile's barrier publishes them.
-    for (int i = tid; i < kMaxDecodeGroup * kChunks; i += kMmaThreads) {
-      const int r = i / kChunks, c = i % kChunks;
+    // The group's rows (zeros past it), published by the first tile's barrier -- with FP8, whose
+    // loop has no CTA barrier, by one of their own.
+    constexpr int kQChunks = D / 8;
+    for (int i = tid; i < kMaxDecodeGroup * kQChunks; i += kMmaThreads) {
+      const int r = i / kQChunks, c = i % kQChunks;
       uint4 v = make_uint4(0u, 0u, 0u, 0u);
       if (r < group) {
         v = *reinterpret_cast<const uint4*>(qkv + tok * qkv_stride +
@@ -172,6 +281,7 @@ __global__ void __launch_bounds__(kMmaThreads)
       }
       *reinterpret_cast<uint4*>(sQ + r * kRowStride + c * 8) = v;
     }
+    if constexpr (kFp8) __syncthreads();
   }
 
   float o[D / 8][4];
@@ -181,11 +291,19 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     sm80::cp_async_wait_pending<kStages - 2>();
-    __syncthreads();  // the tile landed for every thread; every warp is done with tile - 1
+    if constexpr (kFp8) {
+      __syncwarp();  // every lane is done reading the warp's T rows of tile - 1
+    } else {
+      __syncthreads();  // the tile landed for every thread; every warp is done with tile - 1
+    }
     if (tile + kStages - 1 < n_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
     sm80::cp_async_commit();
-    const T* tk = sK + (tile % kStages) * kTileElems;
-    const T* tv = sV + (tile % kStages) * kTileElems;
+    if constexpr (kFp8) {
+      widen_tile(tile % kStages);
+      __syncwarp();  // the warp's T rows written, for every lane's loads
+    }
+    const T* tk = sK + (kFp8 ? 0 : tile % kStages) * kTileElems;
+    const T* tv = sV + (kFp8 ? 0 : tile % kStages) * kTileElems;
 
     // S[g][key] for this warp's 16 keys: s[n] holds keys n * 8 + 2t, +1 (rows g; g + 8 unused).
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -276,6 +394,7 @@ __global__ void __launch_bounds__(kMmaThreads)
       sum += s_l[row] * wt;
       acc += s_o[row * kRowStride + d] * wt;
     }
+    if constexpr (kFp8) acc *= fp8.v_scale;
     write_result(tok, dseq, kvh * group + hg, d, split, num_splits, num_heads, D, mx, sum, acc,
                  part_acc, part_ml, out);
   }
@@ -286,15 +405,44 @@ __global__ void __launch_bounds__(kMmaThreads)
 constexpr int kThreads = 128;
 constexpr int kUnroll = 4;  // keys in flight per lane group
 
-template <typename T, int D, int kMaxGroup>
+// Eight consecutive elements as floats: 16 bytes of T, or (the uint2 overload, whatever T) 8 FP8
+// codes widened through fp16 -- exact for every e4m3 code, subnormals included (fp16 holds them
+// as its own subnormals, and fp16 -> fp32 is exact) -- short of the power of two the launcher
+// folds into the scales.
+template <typename T>
+__device__ __forceinline__ void to_floats(const uint4& raw, float (&f)[8]) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    f[2 * e] = Element<T>::lo(w[e]);
+    f[2 * e + 1] = Element<T>::hi(w[e]);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void to_floats(const uint2& raw, float (&f)[8]) {
+  const uint32_t w[2] = {raw.x, raw.y};
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const Fp8WidePairs p = fp8_widen_e4m3x4<5>(w[e]);  // codes (0, 2) and (1, 3)
+    f[4 * e] = Element<gpu_f16>::lo(p.even);
+    f[4 * e + 1] = Element<gpu_f16>::lo(p.odd);
+    f[4 * e + 2] = Element<gpu_f16>::hi(p.even);
+    f[4 * e + 3] = Element<gpu_f16>::hi(p.odd);
+  }
+}
+
+// C: the cache's element, T or uint8_t (FP8 codes); v_scale multiplies the outputs (FP8 only).
+template <typename T, typename C, int D, int kMaxGroup>
 __global__ void __launch_bounds__(kThreads)
-    decode_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache,
-                  const T* __restrict__ v_cache, int32_t block_size, DeviceStep step,
+    decode_kernel(const T* __restrict__ qkv, const C* __restrict__ k_cache,
+                  const C* __restrict__ v_cache, int32_t block_size, DeviceStep step,
                   int32_t num_heads, int32_t num_kv_heads, float scale_log2, SoftCapArgs cap,
                   int32_t window, int32_t keys_per_split, float* __restrict__ part_acc,
-                  float* __restrict__ part_ml, T* __restrict__ out) {
+                  float* __restrict__ part_ml, T* __restrict__ out, float v_scale) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
+  // A lane's 8 elements of a key: 16 bytes of T, or 8 bytes of FP8 codes.
+  using Raw = std::conditional_t<kFp8Cache<C>, uint2, uint4>;
   constexpr int kLanes = D / 8;              // lanes per key
   constexpr int kGroups = kThreads / kLanes;  // keys processed side by side
   __shared__ float s_m[kGroups][kMaxGroup], s_l[kGroups][kMaxGroup];
@@ -323,12 +471,9 @@ __global__ void __launch_bounds__(kThreads)
       raw = *reinterpret_cast<const uint4*>(qkv + tok * qkv_stride +
                                             static_cast<int64_t>(kvh * group + g) * D + gl * 8);
     }
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    to_floats<T>(raw, q[g]);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      q[g][2 * e] = Element<T>::lo(w[e]) * scale_log2;
-      q[g][2 * e + 1] = Element<T>::hi(w[e]) * scale_log2;
-    }
+    for (int e = 0; e < 8; ++e) q[g][e] *= scale_log2;
   }
 
   float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][8];
@@ -343,31 +488,24 @@ __global__ void __launch_bounds__(kThreads)
   // The trip count is the CTA's, not the group's: every lane of a warp must reach the shuffles.
   for (int base = k_begin; base < k_end; base += kGroups * kUnroll) {
     const int j0 = base + grp;
-    uint4 kr[kUnroll], vr[kUnroll];
+    Raw kr[kUnroll], vr[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = j0 + u * kGroups;
-      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+      kr[u] = vr[u] = Raw{};
       if (j < k_end) {
         const int64_t slot = static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
         const int64_t off = slot * kv_row + static_cast<int64_t>(kvh) * D + gl * 8;
-        kr[u] = *reinterpret_cast<const uint4*>(k_cache + off);
-        vr[u] = *reinterpret_cast<const uint4*>(v_cache + off);
+        kr[u] = *reinterpret_cast<const Raw*>(k_cache + off);
+        vr[u] = *reinterpret_cast<const Raw*>(v_cache + off);
       }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const bool valid = j0 + u * kGroups < k_end;
-      const uint32_t kw[4] = {kr[u].x, kr[u].y, kr[u].z, kr[u].w};
-      const uint32_t vw[4] = {vr[u].x, vr[u].y, vr[u].z, vr[u].w};
       float kf[8], vf[8];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        kf[2 * e] = Element<T>::lo(kw[e]);
-        kf[2 * e + 1] = Element<T>::hi(kw[e]);
-        vf[2 * e] = Element<T>::lo(vw[e]);
-        vf[2 * e + 1] = Element<T>::hi(vw[e]);
-      }
+      to_floats<T>(kr[u], kf);
+      to_floats<T>(vr[u], vf);
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) {
         float dot = 0.0f;
@@ -413,6 +551,7 @@ __global__ void __launch_bounds__(kThreads)
         a += s_acc[r][g][d] * w;
       }
     }
+    if constexpr (kFp8Cache<C>) a *= v_scale;
     write_result(tok, dseq, kvh * group + g, d, split, num_splits, num_heads, D, mx, sum, a,
                  part_acc, part_ml, out);
   }
@@ -513,15 +652,13 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 #if defined(TESSERA_CUDA)
 
-template <typename T, int D>
-gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
-                         const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                         float scale, float softcap, int32_t window, const DecodeSplits& splits,
-                         float* part_acc, float* part_ml, T* out, gpuStream_t stream) {
-  // K and V tiles, and at d = 256 the group's query rows (padded) behind them.
-  constexpr int kSmem = (2 * kDecodeStages<D> * kTileKeys * D +
-                         (D > 128 ? kMaxDecodeGroup * (D + 8) : 0)) *
-                        static_cast<int>(sizeof(T));
+template <typename T, typename C, int D>
+gpuError_t launch_decode(const T* qkv, const C* k_cache, const C* v_cache, const KvScales& kv,
+                         int32_t block_size, const DeviceStep& step, int32_t num_heads,
+                         int32_t num_kv_heads, float scale, float softcap, int32_t window,
+                         const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,
+                         gpuStream_t stream) {
+  constexpr int kSmem = kDecodeSmem<T, C, D>;
   static_assert(kSmem >= (2 + (D + 8)) * kMmaWarps * kMaxDecodeGroup * 4,
                 "the epilogue reuses the tiles' shared memory");
   if constexpr (kSmem > 48 * 1024) {
@@ -532,70 +669,116 @@ gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32
     if (err != gpuSuccess) return err;
     const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
     if (bit == 0 || (allowed_on.load(std::memory_order_acquire) & bit) == 0) {
-      err = cudaFuncSetAttribute(decode_mma_kernel<T, D>,
+      err = cudaFuncSetAttribute(decode_mma_kernel<T, C, D>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       if (err != gpuSuccess) return err;
       allowed_on.fetch_or(bit, std::memory_order_release);
     }
   }
+  // k_scale is a factor of every score: of the softmax's scale and the soft-cap's.
+  const float score_scale = scale * kv.k;
+  const Fp8Values fp8{fp8_widen_unit_bits(kExpBits<T>, kv.encoding), kv.v};
   const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
-  return launch(decode_mma_kernel<T, D>, grid, dim3(kMmaThreads), kSmem, stream, qkv, k_cache,
-                v_cache, block_size, step, num_heads, num_kv_heads, scale * 1.4426950408889634f,
-                make_soft_cap(scale, softcap), std::max(window, 0), splits.keys_per_split,
-                part_acc, part_ml, out);
+  return launch(decode_mma_kernel<T, C, D>, grid, dim3(kMmaThreads), kSmem, stream, qkv, k_cache,
+                v_cache, block_size, step, num_heads, num_kv_heads,
+                score_scale * 1.4426950408889634f, make_soft_cap(score_scale, softcap),
+                std::max(window, 0), splits.keys_per_split, part_acc, part_ml, out, fp8);
 }
 
 #else  // HIP
 
-template <typename T, int D, int kMaxGroup>
-gpuError_t launch_simt(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
-                       const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                       float scale, float softcap, int32_t window, const DecodeSplits& splits,
-                       float* part_acc, float* part_ml, T* out, gpuStream_t stream) {
+template <typename T, typename C, int D, int kMaxGroup>
+gpuError_t launch_simt(const T* qkv, const C* k_cache, const C* v_cache, const KvScales& kv,
+                       int32_t block_size, const DeviceStep& step, int32_t num_heads,
+                       int32_t num_kv_heads, float scale, float softcap, int32_t window,
+                       const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,
+                       gpuStream_t stream) {
+  // k_scale is a factor of every score (of the softmax's scale and the soft-cap's); FP8 codes
+  // widen to values short of 2^fp8_widen_exponent(5, encoding) (to_floats), a factor of every
+  // score and every output: both scales take it.
+  const float widen =
+      kFp8Cache<C> ? std::ldexp(1.0f, fp8_widen_exponent(5, kv.encoding)) : 1.0f;
+  const float score_scale = scale * kv.k * widen;
   const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
-  return launch(decode_kernel<T, D, kMaxGroup>, grid, dim3(kThreads), 0, stream, qkv, k_cache,
-                v_cache, block_size, step, num_heads, num_kv_heads, scale * 1.4426950408889634f,
-                make_soft_cap(scale, softcap), std::max(window, 0), splits.keys_per_split,
-                part_acc, part_ml, out);
+  return launch(decode_kernel<T, C, D, kMaxGroup>, grid, dim3(kThreads), 0, stream, qkv,
+                k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
+                score_scale * 1.4426950408889634f, make_soft_cap(score_scale, softcap),
+                std::max(window, 0), splits.keys_per_split, part_acc, part_ml, out,
+                kv.v * widen);
 }
 
-template <typename T, int D>
-gpuError_t launch_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
-                         const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
-                         float scale, float softcap, int32_t window, const DecodeSplits& splits,
-                         float* part_acc, float* part_ml, T* out, gpuStream_t stream) {
+template <typename T, typename C, int D>
+gpuError_t launch_decode(const T* qkv, const C* k_cache, const C* v_cache, const KvScales& kv,
+                         int32_t block_size, const DeviceStep& step, int32_t num_heads,
+                         int32_t num_kv_heads, float scale, float softcap, int32_t window,
+                         const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,
+                         gpuStream_t stream) {
   const int group = num_heads / num_kv_heads;
   if (group <= 1) {
-    return launch_simt<T, D, 1>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                                scale, softcap, window, splits, part_acc, part_ml, out, stream);
+    return launch_simt<T, C, D, 1>(qkv, k_cache, v_cache, kv, block_size, step, num_heads,
+                                   num_kv_heads, scale, softcap, window, splits, part_acc,
+                                   part_ml, out, stream);
   }
   if (group <= 2) {
-    return launch_simt<T, D, 2>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                                scale, softcap, window, splits, part_acc, part_ml, out, stream);
+    return launch_simt<T, C, D, 2>(qkv, k_cache, v_cache, kv, block_size, step, num_heads,
+                                   num_kv_heads, scale, softcap, window, splits, part_acc,
+                                   part_ml, out, stream);
   }
   if (group <= 4) {
-    return launch_simt<T, D, 4>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                                scale, softcap, window, splits, part_acc, part_ml, out, stream);
+    return launch_simt<T, C, D, 4>(qkv, k_cache, v_cache, kv, block_size, step, num_heads,
+                                   num_kv_heads, scale, softcap, window, splits, part_acc,
+                                   part_ml, out, stream);
   }
-  return launch_simt<T, D, 8>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads,
-                              scale, softcap, window, splits, part_acc, part_ml, out, stream);
+  return launch_simt<T, C, D, 8>(qkv, k_cache, v_cache, kv, block_size, step, num_heads,
+                                 num_kv_heads, scale, softcap, window, splits, part_acc, part_ml,
+                                 out, stream);
 }
 
 #endif  // TESSERA_CUDA
 
-template <typename T, int D>
-gpuError_t decode_and_combine(const T* qkv, const T* k_cache, const T* v_cache,
-                              int32_t block_size, const DeviceStep& step, int32_t num_heads,
-                              int32_t num_kv_heads, float scale, float softcap, int32_t window,
-                              const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,
-                              gpuStream_t stream) {
+template <typename T, typename C, int D>
+gpuError_t decode_and_combine(const T* qkv, const C* k_cache, const C* v_cache,
+                              const KvScales& kv, int32_t block_size, const DeviceStep& step,
+                              int32_t num_heads, int32_t num_kv_heads, float scale, float softcap,
+                              int32_t window, const DecodeSplits& splits, float* part_acc,
+                              float* part_ml, T* out, gpuStream_t stream) {
   gpuError_t err =
-      launch_decode<T, D>(qkv, k_cache, v_cache, block_size, step, num_heads, num_kv_heads, scale,
-                          softcap, window, splits, part_acc, part_ml, out, stream);
+      launch_decode<T, C, D>(qkv, k_cache, v_cache, kv, block_size, step, num_heads, num_kv_heads,
+                             scale, softcap, window, splits, part_acc, part_ml, out, stream);
   if (err != gpuSuccess || splits.num_splits == 1) return err;
   const dim3 grid(step.num_decode_seqs, num_heads);
   return launch(combine_kernel<T, D>, grid, dim3(kCombineThreads), 0, stream, part_acc, part_ml,
                 step, num_heads, splits.num_splits, out);
+}
+
+// attention_decode over either cache: the checks, then the head_dim's kernels.
+template <typename T, typename C>
+gpuError_t decode_cache(const T* qkv, const C* k_cache, const C* v_cache, const KvScales& kv,
+                        int32_t block_size, const DeviceStep& step, int32_t num_heads,
+                        int32_t num_kv_heads, int32_t head_dim, float scale, float softcap,
+                        int32_t window, const DecodeSplits& splits, float* part_acc,
+                        float* part_ml, T* out, gpuStream_t stream) {
+  if (step.num_decode_seqs <= 0) return gpuSuccess;
+  if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0 || splits.num_splits < 1 ||
+      splits.num_splits > kMaxDecodeSplits) {
+    return gpuErrorInvalidValue;
+  }
+  const int group = num_heads / num_kv_heads;
+  if (!decode_kernel_supported(head_dim, group)) return gpuErrorInvalidValue;
+  switch (head_dim) {
+    case 64:
+      return decode_and_combine<T, C, 64>(qkv, k_cache, v_cache, kv, block_size, step, num_heads,
+                                          num_kv_heads, scale, softcap, window, splits, part_acc,
+                                          part_ml, out, stream);
+    case 128:
+      return decode_and_combine<T, C, 128>(qkv, k_cache, v_cache, kv, block_size, step, num_heads,
+                                           num_kv_heads, scale, softcap, window, splits, part_acc,
+                                           part_ml, out, stream);
+    default:
+      return decode_and_combine<T, C, 256>(qkv, k_cache, v_cache, kv, block_size, step, num_heads,
+                                           num_kv_heads, scale, softcap, window, splits, part_acc,
+                                           part_ml, out, stream);
+  }
 }
 
 }  // namespace
@@ -638,31 +821,29 @@ gpuError_t attention_decode(const T* qkv, const T* k_cache, const T* v_cache, in
                             int32_t head_dim, float scale, float softcap, int32_t window,
                             const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,
                             gpuStream_t stream) {
-  if (step.num_decode_seqs <= 0) return gpuSuccess;
-  if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0 || splits.num_splits < 1 ||
-      splits.num_splits > kMaxDecodeSplits) {
-    return gpuErrorInvalidValue;
-  }
-  const int group = num_heads / num_kv_heads;
-  if (!decode_kernel_supported(head_dim, group)) return gpuErrorInvalidValue;
-  switch (head_dim) {
-    case 64:
-      return decode_and_combine<T, 64>(qkv, k_cache, v_cache, block_size, step, num_heads,
-                                       num_kv_heads, scale, softcap, window, splits, part_acc,
-                                       part_ml, out, stream);
-    case 128:
-      return decode_and_combine<T, 128>(qkv, k_cache, v_cache, block_size, step, num_heads,
-                                        num_kv_heads, scale, softcap, window, splits, part_acc,
-                                        part_ml, out, stream);
-    default:
-      return decode_and_combine<T, 256>(qkv, k_cache, v_cache, block_size, step, num_heads,
-                                        num_kv_heads, scale, softcap, window, splits, part_acc,
-                                        part_ml, out, stream);
-  }
+  return decode_cache(qkv, k_cache, v_cache, KvScales{}, block_size, step, num_heads,
+                      num_kv_heads, head_dim, scale, softcap, window, splits, part_acc, part_ml,
+                      out, stream);
+}
+
+template <typename T>
+gpuError_t attention_decode(const T* qkv, const Fp8KvPools& pools, int32_t block_size,
+                            const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                            int32_t head_dim, float scale, float softcap, int32_t window,
+                            const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,
+                            gpuStream_t stream) {
+  // fp8_widen.h widens e4m3 codes only.
+  if (pools.encoding == Fp8Encoding::kE5M2) return gpuErrorInvalidValue;
+  return decode_cache(qkv, pools.k, pools.v, KvScales{pools.k_scale, pools.v_scale, pools.encoding},
+                      block_size, step, num_heads, num_kv_heads, head_dim, scale, softcap, window,
+                      splits, part_acc, part_ml, out, stream);
 }
 
 #define TESSERA_DECODE_LAUNCHER(T)                                                            \
   template gpuError_t attention_decode(const T*, const T*, const T*, int32_t, const DeviceStep&, \
+                                       int32_t, int32_t, int32_t, float, float, int32_t,         \
+                                       const DecodeSplits&, float*, float*, T*, gpuStream_t);    \
+  template gpuError_t attention_decode(const T*, const Fp8KvPools&, int32_t, const DeviceStep&,  \
                                        int32_t, int32_t, int32_t, float, float, int32_t,         \
                                        const DecodeSplits&, float*, float*, T*, gpuStream_t);
 TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_DECODE_LAUNCHER)

@@ -10,6 +10,7 @@
 #include "kernels/element_dispatch.h"
 #include "kernels/fp8_quantize.h"
 #include "base/dtype.h"
+#include "base/status_macros.h"
 #include "base/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -46,11 +47,6 @@ int64_t stored_element(const RawTensor& t, int64_t hf_element) {
 constexpr size_t metadata_elements(size_t tokens, size_t seqs, size_t logit_rows,
                                    size_t table_entries) {
   return 4 * tokens + 3 * seqs + 1 + logit_rows + table_entries;
-}
-
-size_t step_metadata_elements(const StepBatch& batch) {
-  return metadata_elements(batch.token_ids.size(), batch.context_len.size(),
-                           batch.logits_rows.size(), batch.block_tables.size());
 }
 
 // Graph steps' metadata starts large enough for a decode step of 256 sequences with 2048-block
@@ -380,6 +376,13 @@ void GpuBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) 
 
 // --- the step -------------------------------------------------------------------------------
 
+size_t GpuBackend::step_metadata_elements(const StepBatch& batch) const {
+  // An FP8 cache adds the widened prefill context's block tables, as large as the step's.
+  const size_t tables = batch.block_tables.size() * (kv_fp8_ ? 2 : 1);
+  return metadata_elements(batch.token_ids.size(), batch.context_len.size(),
+                           batch.logits_rows.size(), tables);
+}
+
 absl::StatusOr<bool> GpuBackend::reserve_step_memory(StepMemory& mem, size_t elements) {
   if (elements <= mem.capacity) {
     // The previous step's upload must have left the staging before it is overwritten.
@@ -443,6 +446,12 @@ void GpuBackend::upload_step(const StepBatch& batch, StepMemory& mem) {
   d.prefill_seqs = put(prefill_seqs.data(), prefill_seqs.size());
   d.decode_seqs = put(decode_seqs.data(), decode_seqs.size());
   d.block_tables = put(batch.block_tables.data(), batch.block_tables.size());
+  widened_parts_.clear();
+  if (kv_fp8_ && !prefill_seqs.empty()) {
+    plan_widened_prefill(batch, std::span<int32_t>(h + off, batch.block_tables.size()));
+    widened_tables_ = mem.dev + off;
+    off += batch.block_tables.size();
+  }
   d.num_prefill_seqs = static_cast<int32_t>(prefill_seqs.size());
   d.num_decode_seqs = static_cast<int32_t>(decode_seqs.size());
   d.num_tokens = n;
@@ -452,6 +461,40 @@ void GpuBackend::upload_step(const StepBatch& batch, StepMemory& mem) {
   record_error(GPU_STATUS(gpuMemcpyAsync(mem.dev, mem.host, off * 4, gpuMemcpyHostToDevice, stream_)));
   record_error(GPU_STATUS(gpuEventRecord(mem.copied, stream_)));
   step_ = d;
+}
+
+void GpuBackend::plan_widened_prefill(const StepBatch& batch, std::span<int32_t> tables) {
+  WidenedPart part;
+  int32_t used = 0;  // scratch blocks the part holds
+  const auto& seqs = step_prefill_seqs_;
+  for (int32_t i = 0; i < static_cast<int32_t>(seqs.size()); ++i) {
+    const int32_t s = seqs[i], context = batch.context_len[s];
+    const int32_t blocks = (context + kv_block_size_ - 1) / kv_block_size_;
+    if (blocks > kv_widened_blocks_) {
+      record_error(absl::InvalidArgumentError(str_cat(
+          name_, ": attention: a prefill context of ", context, " keys exceeds the ",
+          static_cast<int64_t>(kv_widened_blocks_) * kv_block_size_,
+          " the FP8 KV cache was prepared for")));
+      widened_parts_.clear();
+      return;
+    }
+    if (part.count > 0 && used + blocks > kv_widened_blocks_) {
+      widened_parts_.push_back(part);
+      part = WidenedPart{};
+      used = 0;
+    }
+    if (part.count == 0) {
+      part.first = i;
+      part.seq_begin = s;
+    }
+    int32_t* row = tables.data() + static_cast<size_t>(s) * batch.max_blocks;
+    for (int32_t b = 0; b < blocks; ++b) row[b] = used + b;
+    used += blocks;
+    ++part.count;
+    part.max_context = std::max(part.max_context, context);
+    part.seq_end = s + 1;
+  }
+  if (part.count > 0) widened_parts_.push_back(part);
 }
 
 void GpuBackend::begin_step(const StepBatch& batch) {
@@ -559,6 +602,46 @@ absl::Status GpuBackend::supports(Quantization q) const {
 #endif
 }
 
+absl::Status GpuBackend::prepare_kv_cache(DType dtype, const AttentionShape& shape,
+                                          int32_t block_size, int32_t max_context) {
+  kv_fp8_ = false;
+  kv_widened_.reset();
+  if (dtype == dtype_) return absl::OkStatus();
+  if (dtype != DType::kF8_E4M3) {
+    return Backend::prepare_kv_cache(dtype, shape, block_size, max_context);
+  }
+  if (absl::Status s = supports(Quantization::kFp8); !s.ok()) {
+    return absl::FailedPreconditionError(str_cat("kv_cache_dtype: fp8: ", s.message()));
+  }
+  const int32_t group = shape.num_kv_heads > 0 ? shape.num_heads / shape.num_kv_heads : 0;
+  if (shape.num_kv_heads <= 0 || shape.num_heads % shape.num_kv_heads != 0 ||
+      !gpu::decode_kernel_supported(shape.head_dim, group)) {
+    return absl::InvalidArgumentError(str_cat(
+        "kv_cache_dtype: fp8 needs head_dim 64, 128 or 256 and at most ", gpu::kMaxDecodeGroup,
+        " query heads per KV head (the FP8 decode kernel's); the model has head_dim ",
+        shape.head_dim, ", ", shape.num_heads, " query and ", shape.num_kv_heads, " KV heads"));
+  }
+  if (block_size <= 0 || max_context <= 0) {
+    return absl::InvalidArgumentError(str_cat("kv cache: blocks of ", block_size,
+                                              " tokens for contexts of ", max_context));
+  }
+  make_current();
+  kv_block_size_ = block_size;
+  kv_row_ = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim;
+  kv_widened_blocks_ = (max_context + block_size - 1) / block_size;
+  const size_t bytes = 2 * static_cast<size_t>(kv_widened_blocks_) * block_size *
+                       shape.num_kv_heads * shape.head_dim * element_size(dtype_);
+  TESSERA_ASSIGN_OR_RETURN(kv_widened_, allocate(bytes));
+  kv_fp8_ = true;
+  return absl::OkStatus();
+}
+
+gpu::Fp8KvPools GpuBackend::fp8_pools(const KvLayerView& cache) const {
+  return gpu::Fp8KvPools{static_cast<const uint8_t*>(cache.k.data),
+                         static_cast<const uint8_t*>(cache.v.data), cache.k_scale, cache.v_scale,
+                         gpu::fp8_encoding_of(gpu::fp8_gemm_dtype())};
+}
+
 void GpuBackend::quantize_fp8(const Tensor& w, const Tensor& codes, const Tensor& scale) {
   if (absl::Status s = supports(Quantization::kFp8); !s.ok()) return record_error(s);
   if (!check_dtype(w, dtype_, "quantize_fp8", "w") ||
@@ -643,10 +726,11 @@ void GpuBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& out)
 void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
                                 const QkvPrologue& prologue, const KvLayerView& cache) {
   mark("rope_and_cache");
+  const DType cache_dtype = kv_fp8_ ? DType::kF8_E4M3 : dtype_;
   if (!check_dtype(qkv, dtype_, "rope_and_cache", "qkv") ||
       !check_dtype(inv_freq, DType::kF32, "rope_and_cache", "inv_freq") ||
-      !check_dtype(cache.k, dtype_, "rope_and_cache", "k cache") ||
-      !check_dtype(cache.v, dtype_, "rope_and_cache", "v cache")) {
+      !check_dtype(cache.k, cache_dtype, "rope_and_cache", "k cache") ||
+      !check_dtype(cache.v, cache_dtype, "rope_and_cache", "v cache")) {
     return;
   }
   bool ok = true;
@@ -662,10 +746,18 @@ void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, Atten
     const gpu::QkvPrologueArgs<T> args{data(prologue.bias), data(prologue.q_norm),
                                        data(prologue.k_norm), prologue.norm.eps,
                                        prologue.norm.weight_offset};
+    const gpu::Fp8KvPools pools = fp8_pools(cache);
+    gpu::KvCacheWrite<T> write;
+    write.amax = cache.amax;
+    if (kv_fp8_) {
+      write.codes = &pools;
+    } else {
+      write.k = elements<T>(cache.k);
+      write.v = elements<T>(cache.v);
+    }
     return gpu::rope_and_cache(elements<T>(qkv), inv_freq.as<float>(), step_, shape.num_heads,
                                shape.num_kv_heads, shape.head_dim,
-                               shape.rope_style == RopeStyle::kInterleaved, args,
-                               elements<T>(cache.k), elements<T>(cache.v), stream_);
+                               shape.rope_style == RopeStyle::kInterleaved, args, write, stream_);
   })));
 }
 
@@ -673,7 +765,7 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
                            const AttentionSpec& spec, const Tensor& out) {
   mark("attention (prefill)");
   if (!check_dtype(qkv, dtype_, "attention", "qkv") ||
-      !check_dtype(cache.k, dtype_, "attention", "k cache") ||
+      !check_dtype(cache.k, kv_fp8_ ? DType::kF8_E4M3 : dtype_, "attention", "k cache") ||
       !check_dtype(out, dtype_, "attention", "out")) {
     return;
   }
@@ -690,15 +782,26 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
   const float scale = spec.scale;
   const bool fast_decode = kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
   const bool fast_prefill = fast_decode && gpu::prefill_kernel_supported(d);
+  if (kv_fp8_ && (!fast_decode || bs != kv_block_size_ || kvh * d != kv_row_)) {
+    // prepare_kv_cache refused shapes the decode kernel does not take.
+    record_error(absl::InvalidArgumentError(str_cat(
+        name_, ": attention: an FP8 KV cache of blocks of ", bs, " tokens, head_dim ", d, ", ", h,
+        " query and ", kvh, " KV heads is not the one prepared")));
+    return;
+  }
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
-    const T *q = elements<T>(qkv), *k = elements<T>(cache.k), *v = elements<T>(cache.v);
+    const T* q = elements<T>(qkv);
+    if (kv_fp8_) {
+      return attend_fp8_prefill(q, fp8_pools(cache), shape, spec, fast_prefill, elements<T>(out));
+    }
+    const T *k = elements<T>(cache.k), *v = elements<T>(cache.v);
     return fast_prefill ? gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale,
                                                  /*causal=*/true, spec.softcap, spec.window,
                                                  elements<T>(out), stream_)
                         : gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale,
                                                  spec.softcap, spec.window,
-                                                 /*skip_decode=*/fast_decode, elements<T>(out),
-                                                 stream_);
+                                                 /*skip_decode=*/fast_decode, 0, step_.num_seqs,
+                                                 elements<T>(out), stream_);
   })));
   if (!fast_decode || step_.num_decode_seqs == 0) return;
   mark("attention (decode)");
@@ -715,10 +818,42 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
     }
   }
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
+    if (kv_fp8_) {
+      return gpu::attention_decode(elements<T>(qkv), fp8_pools(cache), bs, step_, h, kvh, d,
+                                   scale, spec.softcap, spec.window, splits, decode_part_,
+                                   decode_part_ + parts * d, elements<T>(out), stream_);
+    }
     return gpu::attention_decode(elements<T>(qkv), elements<T>(cache.k), elements<T>(cache.v), bs,
                                  step_, h, kvh, d, scale, spec.softcap, spec.window, splits,
                                  decode_part_, decode_part_ + parts * d, elements<T>(out), stream_);
   })));
+}
+
+template <typename T>
+gpuError_t GpuBackend::attend_fp8_prefill(const T* qkv, const gpu::Fp8KvPools& pools,
+                                          AttentionShape shape, const AttentionSpec& spec,
+                                          bool fast_prefill, T* out) {
+  const int32_t bs = kv_block_size_, h = shape.num_heads, kvh = shape.num_kv_heads,
+                d = shape.head_dim;
+  T* k_widened = static_cast<T*>(kv_widened_.data());
+  T* v_widened = k_widened + static_cast<size_t>(kv_widened_blocks_) * bs * kvh * d;
+  for (const WidenedPart& p : widened_parts_) {
+    gpu::DeviceStep part = step_;
+    part.prefill_seqs += p.first;
+    part.num_prefill_seqs = p.count;
+    gpuError_t err = gpu::widen_kv_context(pools, bs, part, p.max_context, widened_tables_, kvh,
+                                           d, k_widened, v_widened, stream_);
+    if (err != gpuSuccess) return err;
+    part.block_tables = widened_tables_;
+    err = fast_prefill
+              ? gpu::attention_prefill(qkv, k_widened, v_widened, bs, part, h, kvh, d, spec.scale,
+                                       /*causal=*/true, spec.softcap, spec.window, out, stream_)
+              : gpu::attention_generic(qkv, k_widened, v_widened, bs, part, h, kvh, d, spec.scale,
+                                       spec.softcap, spec.window, /*skip_decode=*/true,
+                                       p.seq_begin, p.seq_end, out, stream_);
+    if (err != gpuSuccess) return err;
+  }
+  return gpuSuccess;
 }
 
 absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {

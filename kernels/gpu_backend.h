@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -65,6 +66,10 @@ class GpuBackend final : public Backend {
   absl::Status run_graph(uint64_t key, absl::FunctionRef<void()> ops) override;
   void release_graphs() override;
   TunableGemm* tunable_gemm() override { return tunable_gemm_.get(); }
+  // FP8 caches where supports(kFp8) and the decode kernel takes the shape; allocates the widened
+  // prefill context (see attention()).
+  absl::Status prepare_kv_cache(DType dtype, const AttentionShape& shape, int32_t block_size,
+                                int32_t max_context) override;
 
   gpuStream_t stream() const { return stream_; }
   int device() const { return device_; }
@@ -125,6 +130,18 @@ class GpuBackend final : public Backend {
   void free_step_memory(StepMemory& mem);
   // Classifies `batch`'s sequences and uploads its metadata into `mem`, arrays back to back.
   void upload_step(const StepBatch& batch, StepMemory& mem);
+  // int32 elements upload_step puts for `batch`.
+  size_t step_metadata_elements(const StepBatch& batch) const;
+  // FP8 KV cache: cuts the step's prefill sequences into parts whose contexts fit the widened
+  // scratch together, and fills `tables` ([num_seqs, max_blocks]) with their scratch blocks.
+  void plan_widened_prefill(const StepBatch& batch, std::span<int32_t> tables);
+  // Prefill attention over an FP8 cache: each part's context widened into the scratch, then the
+  // 16-bit prefill kernel (or the generic one) over it.
+  template <typename T>
+  gpuError_t attend_fp8_prefill(const T* qkv, const gpu::Fp8KvPools& pools, AttentionShape shape,
+                                const AttentionSpec& spec, bool fast_prefill, T* out);
+  // The cache's pools as the FP8 kernels take them.
+  gpu::Fp8KvPools fp8_pools(const KvLayerView& cache) const;
 
   // A recorded decode step (run_graph). `generation` and `solutions` are what the recording (or
   // the direct run before it) was made under; either moving makes it stale.
@@ -177,6 +194,22 @@ class GpuBackend final : public Backend {
   size_t decode_part_floats_ = 0;
   gpu::DeviceStep step_;
   std::vector<int32_t> step_seq_of_, step_prefill_seqs_, step_decode_seqs_;  // begin_step's scratch
+
+  // FP8 KV cache (prepare_kv_cache): prefill kernels attend over a 16-bit copy of their
+  // sequences' cached keys and values, widened per layer into kv_widened_ (K blocks, then as
+  // many V blocks) of kv_widened_blocks_ blocks: one sequence of the longest context.
+  bool kv_fp8_ = false;
+  int32_t kv_block_size_ = 0;
+  int64_t kv_row_ = 0;  // n_kv_heads x head_dim of the cache prepared for
+  DeviceBuffer kv_widened_;
+  int32_t kv_widened_blocks_ = 0;
+  // The step's parts: prefill sequences [first, first + count) of step_.prefill_seqs whose
+  // contexts fit the scratch together, the longest of them, and their sequence range.
+  struct WidenedPart {
+    int32_t first = 0, count = 0, max_context = 0, seq_begin = 0, seq_end = 0;
+  };
+  std::vector<WidenedPart> widened_parts_;
+  const int32_t* widened_tables_ = nullptr;  // device: the parts' scratch block tables
   std::vector<gpu::SampleRow> sample_rows_;  // sample()'s launch parameters (reused)
 };
 

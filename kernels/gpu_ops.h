@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "base/fp8.h"
 #include "kernels/gpu.h"
 
 namespace tessera::gpu {
@@ -78,14 +79,48 @@ struct QkvPrologueArgs {
   float norm_offset = 0.0f;
 };
 
+// An FP8 KV cache's pools: e4m3 codes (`encoding`: the device's, fp8_encoding_of) laid out like
+// a 16-bit cache's elements, value = value(code) * scale, one scale per layer for K and one for V.
+struct Fp8KvPools {
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  Fp8Encoding encoding = Fp8Encoding::kE4M3FN;
+};
+
+// Where rope_and_cache writes each token's k and v: into T pools (k, v), or, with `codes` set,
+// as FP8 codes of value / scale (saturating to the largest finite code) into codes->k / v.
+// `amax` (device memory, 2 floats, may be null) is raised to the largest |k| and |v| written,
+// before quantizing: what a calibration step measures the layer's scales from.
+template <typename T>
+struct KvCacheWrite {
+  T* k = nullptr;
+  T* v = nullptr;
+  const Fp8KvPools* codes = nullptr;  // host struct, read at launch
+  float* amax = nullptr;
+};
+
 // The prologue, RoPE on q and k (pairs (i, i + d/2), or (2i, 2i + 1) when `interleaved`), then k
 // and v to the cache at the step's slots (slot < 0: padding, not written). The attention
 // launchers below, like the elementwise ones, are built for T = gpu_bf16 and gpu_f16.
 template <typename T>
 gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
                           int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
-                          bool interleaved, const QkvPrologueArgs<T>& prologue, T* k_cache,
-                          T* v_cache, gpuStream_t stream);
+                          bool interleaved, const QkvPrologueArgs<T>& prologue,
+                          const KvCacheWrite<T>& cache, gpuStream_t stream);
+
+// FP8 KV cache, prefill: the cached keys and values (every position before context_len) of the
+// step's prefill sequences step.prefill_seqs[0 .. num_prefill_seqs), read from `pools` at
+// step.block_tables and written as T values (code value x scale, rounded to nearest even) at the
+// same positions of the blocks `scratch_tables` ([num_seqs, max_blocks], rows like
+// block_tables') names in k_out / v_out ([blocks, block_size, n_kv_heads, head_dim]): the
+// 16-bit copy the prefill kernels attend over. max_context: the longest of their contexts.
+template <typename T>
+gpuError_t widen_kv_context(const Fp8KvPools& pools, int32_t block_size, const DeviceStep& step,
+                            int32_t max_context, const int32_t* scratch_tables,
+                            int32_t num_kv_heads, int32_t head_dim, T* k_out, T* v_out,
+                            gpuStream_t stream);
 
 // Attention. Soft-capping (softcap > 0: scores = softcap * tanh(scale q.k / softcap) before the
 // softmax) and sliding windows (window > 0: a query at position p sees keys in (p - window, p])
@@ -95,11 +130,14 @@ gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
 // kernel.
 inline constexpr int kMaxHeadDim = 256;
 inline constexpr int kMaxDecodeGroup = 8;
+// Only the tokens of sequences seq_begin .. seq_end - 1 are attended (a part of the step whose
+// keys were widened into a scratch cache; 0 and num_seqs: all).
 template <typename T>
 gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                              const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
                              int32_t head_dim, float scale, float softcap, int32_t window,
-                             bool skip_decode, T* out, gpuStream_t stream);
+                             bool skip_decode, int32_t seq_begin, int32_t seq_end, T* out,
+                             gpuStream_t stream);
 
 // attention_prefill.cu: the prefill sequences of the step (causal = false only for benchmarks).
 bool prefill_kernel_supported(int32_t head_dim);
@@ -123,6 +161,14 @@ DecodeSplits plan_decode_splits(int32_t num_decode_seqs, int32_t num_kv_heads,
 bool decode_kernel_supported(int32_t head_dim, int32_t group);
 template <typename T>
 gpuError_t attention_decode(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
+                            const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
+                            int32_t head_dim, float scale, float softcap, int32_t window,
+                            const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,
+                            gpuStream_t stream);
+// The same over an FP8 cache: each code widened to T exactly (fp8_widen.h), k_scale folded into
+// the scores' scale and v_scale into the output.
+template <typename T>
+gpuError_t attention_decode(const T* qkv, const Fp8KvPools& pools, int32_t block_size,
                             const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
                             int32_t head_dim, float scale, float softcap, int32_t window,
                             const DecodeSplits& splits, float* part_acc, float* part_ml, T* out,

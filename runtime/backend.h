@@ -55,10 +55,17 @@ struct AttentionSpec {
   int32_t window = 0;
 };
 
-// One layer's paged cache, as views into the KV pool's memory.
+// One layer's paged cache, as views into the KV pool's memory: the compute dtype, or kF8_E4M3
+// codes (the device's e4m3 encoding) whose values are code x scale, one scale per layer for K and
+// one for V (where the backend's prepare_kv_cache accepted kF8_E4M3).
 struct KvLayerView {
   Tensor k;  // [num_blocks, block_size, n_kv_heads, head_dim]
   Tensor v;  // [num_blocks, block_size, n_kv_heads, head_dim]
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  // Device memory, 2 floats, or null: where set (a calibration step), rope_and_cache raises
+  // amax[0] and amax[1] to the largest |k| and |v| it writes, before quantizing them.
+  float* amax = nullptr;
   int32_t block_size() const { return static_cast<int32_t>(k.shape[1]); }
 };
 
@@ -119,6 +126,14 @@ class Backend {
   // codes [n, k] (kF8_E4M3) = w [n, k] (compute dtype) / scale[row], scale [n] (fp32) = the row's
   // max |w| over the largest finite FP8 value: one scale per output feature. Where supports(kFp8).
   virtual void quantize_fp8(const Tensor& w, const Tensor& codes, const Tensor& scale);
+  // OK where this backend can hold a model's KV cache in `dtype` for attention of `shape` over
+  // contexts of up to `max_context` keys in blocks of `block_size`: its compute dtype always;
+  // kF8_E4M3 (kv_cache_dtype: fp8) on GPUs with FP8 tensor cores, for the head dims and GQA
+  // groups their decode kernel takes. Otherwise why not, naming the key, the backend or device and
+  // the shape. Call once, before sizing the cache: it also allocates what attention over such a
+  // cache needs (an FP8 cache's 16-bit copy of the keys a prefill step attends to).
+  virtual absl::Status prepare_kv_cache(DType dtype, const AttentionShape& shape,
+                                        int32_t block_size, int32_t max_context);
   // Applies `prologue` to each token's q, k and v in place, rotates the q and k parts (RoPE at
   // each token's position with inv_freq [head_dim / 2], dimensions paired as shape.rope_style
   // says), then writes k and v into the cache at the step's slot mapping (a slot < 0 is

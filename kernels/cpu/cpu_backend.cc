@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -127,6 +130,16 @@ void CpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, Atten
   if (!ok) return;
   cpu::rope_and_cache(qkv.as<float>(), inv_freq.as<float>(), *batch_, shape, p,
                       cache.k.as<float>(), cache.v.as<float>());
+  if (cache.amax == nullptr) return;
+  // A calibration step: the largest |k| and |v| just written.
+  const int64_t row = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim;
+  for (const int32_t slot : batch_->slot_mapping) {
+    if (slot < 0) continue;
+    for (int64_t i = 0; i < row; ++i) {
+      cache.amax[0] = std::max(cache.amax[0], std::fabs(cache.k.as<float>()[slot * row + i]));
+      cache.amax[1] = std::max(cache.amax[1], std::fabs(cache.v.as<float>()[slot * row + i]));
+    }
+  }
 }
 
 void CpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,

@@ -16,6 +16,17 @@ void Backend::quantize_fp8(const Tensor&, const Tensor&, const Tensor&) {
   record_error(supports(Quantization::kFp8));
 }
 
+absl::Status Backend::prepare_kv_cache(DType dtype, const AttentionShape&, int32_t, int32_t) {
+  if (dtype == compute_dtype()) return absl::OkStatus();
+  if (is_fp8(dtype)) {
+    return absl::FailedPreconditionError(str_cat(
+        "kv_cache_dtype: fp8 needs a GPU with FP8 tensor cores; ", name(), " has no FP8 KV cache"));
+  }
+  return absl::InvalidArgumentError(str_cat("kv cache: ", name(), " holds it in ",
+                                            dtype_name(compute_dtype()), ", not ",
+                                            dtype_name(dtype)));
+}
+
 void Backend::record_error(absl::Status s) {
   if (!s.ok() && step_error_.ok()) step_error_ = std::move(s);
 }

@@ -24,8 +24,10 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/gpu_backend.h"
+#include "tests/kernels/device_alloc.h"
 #include "tests/kernels/suite_gpu_backend.h"
 #include "runtime/kv_cache/kv_cache.h"
+#include "base/fp8.h"
 #include "base/half.h"
 #include "runtime/model/decoder_model.h"
 #include "runtime/runner/step_runner.h"
@@ -545,6 +547,175 @@ TEST_P(GpuKernelTest, Attention) {
     std::printf("[ metric ] attention %s %s d=%d heads=%d/%d tokens=%d rel_err %.2e\n",
                 dtype_label(), c.what, c.head_dim, c.num_heads, c.num_kv_heads, b.num_tokens(), e);
   }
+}
+
+// An FP8 KV cache (kv_cache_dtype: fp8): a backend of its own, since prepare_kv_cache turns every
+// attention of a backend to FP8 caches. Skips on GPUs without FP8.
+class GpuFp8KvTest : public GpuKernelTest {
+ protected:
+  void SetUp() override {
+    if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
+    GpuBackend* backend = suite_gpu_backend<GpuFp8KvTest>(GetParam());
+    ASSERT_NE(backend, nullptr);
+    if (!backend->supports(Quantization::kFp8).ok()) GTEST_SKIP() << "no FP8 on this GPU";
+    gpu_ = backend;
+    dtype_ = GetParam();
+    tol_ = tolerances(dtype_);
+  }
+
+  // e4m3fn codes of a [num_blocks, block_size, kv heads, head_dim] pool on the GPU.
+  struct Codes {
+    DevicePtr k, v;
+    KvLayerView view;
+  };
+  Codes upload_codes(const std::vector<uint8_t>& k, const std::vector<uint8_t>& v,
+                     const Tensor& shape_of, float k_scale, float v_scale) {
+    Codes c{device_alloc(k.size()), device_alloc(v.size()), {}};
+    EXPECT_EQ(gpuMemcpy(c.k.get(), k.data(), k.size(), gpuMemcpyHostToDevice), gpuSuccess);
+    EXPECT_EQ(gpuMemcpy(c.v.get(), v.data(), v.size(), gpuMemcpyHostToDevice), gpuSuccess);
+    const std::initializer_list<int64_t> dims = {shape_of.dim(0), shape_of.dim(1), shape_of.dim(2),
+                                                 shape_of.dim(3)};
+    c.view = KvLayerView{Tensor(c.k.get(), DType::kF8_E4M3, dims),
+                         Tensor(c.v.get(), DType::kF8_E4M3, dims), k_scale, v_scale};
+    return c;
+  }
+  std::vector<uint8_t> download(const DevicePtr& p, size_t bytes) {
+    std::vector<uint8_t> out(bytes);
+    EXPECT_TRUE(gpu_->synchronize().ok());
+    EXPECT_EQ(gpuMemcpy(out.data(), p.get(), bytes, gpuMemcpyDeviceToHost), gpuSuccess);
+    return out;
+  }
+  // The longest context of `c`'s sequences: what the cache is prepared for, so that a step whose
+  // prefills do not fit the widened copy together runs in parts.
+  static int32_t max_context(const AttnCase& c) {
+    int32_t most = 1;
+    for (auto [before, added] : c.seqs) most = std::max(most, before + added);
+    return most;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFp8KvTest, ::testing::Values(DType::kBF16, DType::kF16),
+                         dtype_param_name);
+
+// RoPE + cache write into FP8 codes: each code is the host encoder's of the CPU's fp32 k or v over
+// the layer's scale, but where the GPU's fp32 RoPE of the same 16-bit inputs rounds across a code
+// boundary (then the next code); the calibration amax is the largest |k| and |v| written.
+TEST_P(GpuFp8KvTest, RopeAndCacheWritesCodesAndAmax) {
+  for (const AttnCase& c : attention_cases()) {
+    if (std::string_view(c.what) != "mixed") continue;
+    ASSERT_TRUE(gpu_->prepare_kv_cache(DType::kF8_E4M3, AttentionShape{c.num_heads, c.num_kv_heads,
+                                                                      c.head_dim},
+                                       16, max_context(c))
+                    .ok());
+    AttnInputs in = attention_inputs(c, 1.0f);
+    Pair freq = make({c.head_dim / 2}, DType::kF32);
+    set(freq, inv_freq(c.head_dim));
+    const size_t n = static_cast<size_t>(in.k.c.numel());
+    const float k_scale = 2.0f / 448.0f, v_scale = 1.0f / 448.0f;
+    Codes codes = upload_codes(std::vector<uint8_t>(n, 0), std::vector<uint8_t>(n, 0), in.k.c,
+                               k_scale, v_scale);
+    DevicePtr amax = device_alloc(2 * sizeof(float));
+    const float zeros[2] = {0.0f, 0.0f};
+    ASSERT_EQ(gpuMemcpy(amax.get(), zeros, sizeof(zeros), gpuMemcpyHostToDevice), gpuSuccess);
+    codes.view.amax = static_cast<float*>(amax.get());
+    cpu_.rope_and_cache(in.qkv.c, freq.c, in.shape, {}, KvLayerView{in.k.c, in.v.c});
+    gpu_->rope_and_cache(in.qkv.g, freq.g, in.shape, {}, codes.view);
+    const std::vector<uint8_t> gk = download(codes.k, n), gv = download(codes.v, n);
+    float amax_host[2];
+    ASSERT_EQ(gpuMemcpy(amax_host, amax.get(), sizeof(amax_host), gpuMemcpyDeviceToHost), gpuSuccess);
+    int64_t written = 0, exact = 0, off_by_one = 0, wrong = 0;
+    float want_amax[2] = {0.0f, 0.0f};
+    const int64_t row = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+    for (const int32_t slot : in.batch.slot_mapping) {
+      for (int64_t i = 0; i < row; ++i) {
+        const size_t e = static_cast<size_t>(slot * row + i);
+        for (const bool is_v : {false, true}) {
+          const float x = (is_v ? in.v.c : in.k.c).as<float>()[e];
+          want_amax[is_v] = std::max(want_amax[is_v], std::fabs(x));
+          const uint8_t want = float_to_fp8_e4m3fn(x / (is_v ? v_scale : k_scale));
+          const uint8_t got = (is_v ? gv : gk)[e];
+          ++written;
+          if (got == want) {
+            ++exact;
+          } else if (std::abs(static_cast<int>(got & 0x7f) - static_cast<int>(want & 0x7f)) == 1 &&
+                     (got & 0x80) == (want & 0x80)) {
+            ++off_by_one;
+          } else {
+            ++wrong;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0) << c.what << " d" << c.head_dim;
+    EXPECT_GT(static_cast<double>(exact), 0.99 * static_cast<double>(written)) << c.what;
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(amax_host[i], want_amax[i], 1e-2 * want_amax[i]) << (i ? "v" : "k") << " amax";
+    }
+    std::printf("[ metric ] rope_and_cache fp8 %s d=%d heads=%d/%d codes %lld: exact %lld, next "
+                "code %lld\n",
+                dtype_label(), c.head_dim, c.num_heads, c.num_kv_heads,
+                static_cast<long long>(written), static_cast<long long>(exact),
+                static_cast<long long>(off_by_one));
+  }
+}
+
+// Attention over FP8 codes (decode reading them directly, prefill through the widened 16-bit
+// copy, in parts where the prefills' contexts do not fit it together) against the CPU's fp32
+// attention over the codes' values (code x scale).
+TEST_P(GpuFp8KvTest, AttentionMatchesTheCpuOverTheCodesValues) {
+  for (const AttnCase& c : attention_cases()) {
+    // FP8's head dims and GQA groups (the decode kernel's).
+    if (!gpu::decode_kernel_supported(c.head_dim, c.num_heads / c.num_kv_heads)) continue;
+    const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim};
+    ASSERT_TRUE(gpu_->prepare_kv_cache(DType::kF8_E4M3, shape, 16, max_context(c)).ok());
+    AttnInputs in = attention_inputs(c, 2.0f);
+    const size_t n = static_cast<size_t>(in.k.c.numel());
+    const float k_scale = 2.5f / 448.0f, v_scale = 1.25f / 448.0f;
+    std::vector<uint8_t> k(n), v(n);
+    std::vector<float> kf(n), vf(n);
+    for (size_t i = 0; i < n; ++i) {
+      k[i] = float_to_fp8_e4m3fn(in.k.c.as<float>()[i] / k_scale);
+      v[i] = float_to_fp8_e4m3fn(in.v.c.as<float>()[i] / v_scale);
+      kf[i] = fp8_e4m3fn_to_float(k[i]) * k_scale;
+      vf[i] = fp8_e4m3fn_to_float(v[i]) * v_scale;
+    }
+    set(in.k, kf);
+    set(in.v, vf);
+    Codes codes = upload_codes(k, v, in.k.c, k_scale, v_scale);
+    Pair out = make({in.batch.num_tokens(), static_cast<int64_t>(c.num_heads) * c.head_dim});
+    poison(out);
+    for (const float softcap : {0.0f, 2.0f}) {
+      const AttentionSpec spec{1.0f / std::sqrt(static_cast<float>(c.head_dim)), softcap,
+                               softcap > 0.0f ? 100 : 0};
+      cpu_.attention(in.qkv.c, KvLayerView{in.k.c, in.v.c}, shape, spec, out.c);
+      gpu_->attention(in.qkv.g, codes.view, shape, spec, out.g);
+      const double e = err(out);
+      EXPECT_LT(e, tol_.attention) << c.what << " d" << c.head_dim << " h" << c.num_heads << "/"
+                                   << c.num_kv_heads << " softcap " << softcap;
+      std::printf("[ metric ] attention fp8 kv %s %s d=%d heads=%d/%d softcap %.0f rel_err %.2e\n",
+                  dtype_label(), c.what, c.head_dim, c.num_heads, c.num_kv_heads, softcap, e);
+    }
+  }
+}
+
+// What the backend refuses: an FP8 cache for a head dim the decode kernel lacks, and attention
+// over a cache of another shape than the one prepared (the widened copy is sized for it).
+TEST_P(GpuFp8KvTest, RefusesShapesItWasNotPreparedFor) {
+  const absl::Status d96 =
+      gpu_->prepare_kv_cache(DType::kF8_E4M3, AttentionShape{8, 2, 96}, 16, 1024);
+  EXPECT_FALSE(d96.ok());
+  EXPECT_NE(std::string(d96.message()).find("head_dim 96"), std::string::npos) << d96;
+  const AttnCase c{128, 8, 2, {{0, 20}, {40, 1}}, "small"};
+  ASSERT_TRUE(gpu_->prepare_kv_cache(DType::kF8_E4M3, AttentionShape{8, 2, 64}, 16, 64).ok());
+  AttnInputs in = attention_inputs(c, 1.0f);
+  const size_t n = static_cast<size_t>(in.k.c.numel());
+  Codes codes = upload_codes(std::vector<uint8_t>(n, 0), std::vector<uint8_t>(n, 0), in.k.c,
+                             1.0f, 1.0f);
+  Pair out = make({in.batch.num_tokens(), 8 * 128});
+  gpu_->attention(in.qkv.g, codes.view, in.shape, AttentionSpec{0.1f}, out.g);
+  const absl::Status s = gpu_->synchronize();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.message()).find("not the one prepared"), std::string::npos) << s;
 }
 
 // Decode attention launched again and again with nothing in between, on two inputs in turn:
