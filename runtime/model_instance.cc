@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/dtype.h"
+#include "runtime/kv_cache_scales.h"
 #include "runtime/model/tensor_parallel.h"
 #include "runtime/placement/device_map.h"
 #include "runtime/placement/plan_table.h"
@@ -148,6 +150,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
                  options.quantization_keep.text());
   }
   const DType dtype = backends.front().backend->compute_dtype();
+  const DType kv_dtype =
+      options.kv_cache_dtype == KvCacheDtype::kFp8 ? DType::kF8_E4M3 : dtype;
   PlacementOptions placement;
   TESSERA_ASSIGN_OR_RETURN(placement.device_map, parse_device_map(options.device_map));
   TESSERA_ASSIGN_OR_RETURN(const auto max_memory, parse_max_memory(options.max_memory));
@@ -161,7 +165,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
                            plan_placement(DecoderModel::footprint(config, dtype, tp, options.quantization,
-                                                                  options.quantization_keep),
+                                                                  options.quantization_keep, kv_dtype),
                                           describe_stages(backends, tp), placement));
   inst->plan_.tensor_parallel_size = tp;
   inst->plan_.weight_bytes *= static_cast<uint64_t>(tp);
@@ -214,10 +218,24 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
                           WarmupLimits{options.limits.max_batch_tokens, options.limits.max_logit_rows},
                           std::move(tuning_devices)));
 
+  EngineConfig engine_config = options.engine;
+  if (engine_config.max_model_len <= 0) {
+    engine_config.max_model_len = static_cast<int32_t>(config.max_position_embeddings);
+  }
+  // Every device must hold its layers' KV in kv_dtype (what that needs is allocated now, before
+  // the cache takes its share of what is free).
+  for (const LayerSegment& seg : segments) {
+    for (int32_t r = 0; r < seg.num_ranks(); ++r) {
+      TESSERA_RETURN_IF_ERROR(seg.rank_backend(r).prepare_kv_cache(
+          kv_dtype, inst->family_->attention_shape(), options.block_size,
+          engine_config.max_model_len));
+    }
+  }
+
   // The KV cache: the same blocks on every device, as many as the tightest device holds.
   const KvCacheShape one_block = inst->family_->kv_cache_shape(1, options.block_size);
-  const size_t layer_block_bytes = one_block.bytes_per_layer_block(dtype);
-  const size_t block_bytes = one_block.bytes_per_block(dtype);
+  const size_t layer_block_bytes = one_block.bytes_per_layer_block(kv_dtype);
+  const size_t block_bytes = one_block.bytes_per_block(kv_dtype);
   double fraction = options.kv_cache_fraction;
   if (fraction <= 0) {
     fraction = inst->backend().uses_host_memory() ? kDefaultKvFractionCpu : kDefaultKvFractionGpu;
@@ -247,10 +265,6 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
       }
     }
   }
-  EngineConfig engine_config = options.engine;
-  if (engine_config.max_model_len <= 0) {
-    engine_config.max_model_len = static_cast<int32_t>(config.max_position_embeddings);
-  }
   // No point holding more than every sequence at full length.
   const int64_t most_useful = static_cast<int64_t>(engine_config.max_num_seqs) *
                               ((engine_config.max_model_len + options.block_size - 1) / options.block_size);
@@ -263,8 +277,14 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   }
   TESSERA_ASSIGN_OR_RETURN(
       inst->cache_,
-      KvCache::create(segments, inst->family_->kv_cache_shape(static_cast<int32_t>(num_blocks),
-                                                             options.block_size)));
+      KvCache::create(segments,
+                      inst->family_->kv_cache_shape(static_cast<int32_t>(num_blocks),
+                                                    options.block_size),
+                      kv_dtype));
+  std::string kv_scales;
+  if (is_fp8(kv_dtype)) {
+    TESSERA_ASSIGN_OR_RETURN(kv_scales, inst->set_kv_scales(engine_config.max_model_len));
+  }
   // The plan's KV columns estimated from the reserve; now they are what was allocated.
   for (DevicePlacement& d : inst->plan_.devices) {
     if (d.num_layers() == 0) continue;
@@ -278,14 +298,15 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   if (tp > 1) {
     spdlog::info("tensor parallelism: {} ranks per stage, collectives: {}", tp, inst->collectives());
   }
-  spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({:.1f} MiB{}), prefix caching {}",
+  spdlog::info("KV cache: {} blocks x {} tokens = {} tokens in {} ({:.1f} MiB{}), prefix caching {}{}",
                num_blocks, options.block_size, num_blocks * options.block_size,
+               is_fp8(kv_dtype) ? "fp8 e4m3" : dtype_name(kv_dtype),
                num_blocks * all_ranks_block_bytes / 1048576.0,
                options.kv_cache_bytes > 0
                    ? std::string(", kv_cache_bytes")
                    : str_cat(" of ", free_after_load / 1048576, " MiB free after loading, kv_cache_fraction ",
                              fraction),
-               engine_config.enable_prefix_caching ? "on" : "off");
+               engine_config.enable_prefix_caching ? "on" : "off", kv_scales);
   if (const int64_t graphs = inst->runner_->largest_graph_bucket(); graphs > 0) {
     spdlog::info("decode graphs: decode steps of up to {} sequences padded to their bucket and "
                  "replayed as graphs recorded per bucket and context class", graphs);
@@ -293,6 +314,30 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   inst->engine_ = std::make_unique<Engine>(*inst->runner_, *inst->cache_, inst->files_.tokenizer(),
                                            engine_config);
   return inst;
+}
+
+absl::StatusOr<std::string> ModelInstance::set_kv_scales(int32_t max_model_len) {
+  const int32_t layers = static_cast<int32_t>(config().num_layers);
+  TESSERA_ASSIGN_OR_RETURN(std::optional<std::vector<LayerKvScales>> scales,
+                           read_checkpoint_kv_scales(files_.weights(), layers));
+  std::string source = "; scales from the checkpoint";
+  if (!scales.has_value()) {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
+                             tokenizer().encode(kKvCalibrationText));
+    if (static_cast<int32_t>(tokens.size()) > max_model_len) tokens.resize(max_model_len);
+    TESSERA_ASSIGN_OR_RETURN(scales, calibrate_kv_scales(*runner_, *cache_, tokens));
+    source = str_cat("; scales calibrated on ", tokens.size(), " tokens");
+  }
+  float k_lo = scales->front().k, k_hi = k_lo, v_lo = scales->front().v, v_hi = v_lo;
+  for (int32_t i = 0; i < layers; ++i) {
+    const LayerKvScales& s = (*scales)[i];
+    cache_->set_scales(i, s.k, s.v);
+    k_lo = std::min(k_lo, s.k);
+    k_hi = std::max(k_hi, s.k);
+    v_lo = std::min(v_lo, s.v);
+    v_hi = std::max(v_hi, s.v);
+  }
+  return str_cat(source, " (k ", k_lo, "..", k_hi, ", v ", v_lo, "..", v_hi, ")");
 }
 
 }  // namespace tessera

@@ -38,6 +38,10 @@ struct InstanceOptions {
   // (Backend::supports).
   Quantization quantization = Quantization::kNone;
   QuantizationKeep quantization_keep;
+  // The KV cache's elements: the compute dtype, or FP8 e4m3 with per-layer K and V scales (from
+  // the checkpoint, else calibrated at load: runtime/kv_cache_scales.h); refused at load by a
+  // backend without FP8 (Backend::prepare_kv_cache).
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   uint64_t kv_reserve_bytes = 0;
   ExecutionOptions execution;      // micro-batches through the stages; GEMM padding buckets
   ForwardLimits limits;            // tokens per step, sequences sampled per step
@@ -82,6 +86,9 @@ class ModelInstance {
 
  private:
   explicit ModelInstance(ModelFiles files) : files_(std::move(files)) {}
+  // An FP8 cache's per-layer scales, from the checkpoint or calibrated on kKvCalibrationText
+  // (at most max_model_len tokens of it); what the start-up report says of them.
+  absl::StatusOr<std::string> set_kv_scales(int32_t max_model_len);
 
   std::string path_;
   ModelFiles files_;

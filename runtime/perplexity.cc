@@ -63,15 +63,8 @@ absl::StatusOr<PerplexityResult> perplexity(ForwardModel& model, KvCache& cache,
     absl::Status status;
     for (int32_t first = 0; first < len && status.ok(); first += chunk) {
       const int32_t count = std::min(chunk, len - first);
-      StepBatch batch;
-      batch.query_start = {0, count};
-      batch.context_len = {first + count};
-      batch.block_tables = table.blocks();
-      batch.max_blocks = table.num_blocks();
+      StepBatch batch = sequence_chunk(table, block_size, ids.subspan(begin), first, count);
       for (int32_t p = first; p < first + count; ++p) {
-        batch.token_ids.push_back(ids[begin + p]);
-        batch.positions.push_back(p);
-        batch.slot_mapping.push_back(table.slot(p, block_size));
         // Row p predicts token begin + p + 1: scored here when no earlier window did.
         const int64_t target = begin + p + 1;
         if (target >= scored_until && target < end) batch.logits_rows.push_back(p - first);

@@ -204,7 +204,8 @@ absl::Status Daemon::load_model() {
   });
   metrics_.set_engine_stats(&model_->engine().stats(), model_info.backend());
   metrics_.set_model_info({model_->id(), model_info.architecture(), model_info.dtype(),
-                           model_info.backend(), model_info.max_model_len()});
+                           model_info.backend(), model_info.max_model_len(),
+                           model_info.quantization(), model_info.kv_cache_dtype()});
   metrics_.set_placement(model_->instance().plan());
   metrics_.set_gemm_tuning(&model_->instance().tuning());
   model_->engine().start();

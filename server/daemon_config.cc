@@ -276,6 +276,12 @@ const std::vector<KeySpec>& specs() {
                            "projection, a whole layer, or one projection of a layer)",
                            &DaemonConfig::quantization_keep,
                            [](std::string_view v) { return QuantizationKeep::parse(v).ok(); }));
+    s.push_back(enum_key("kv_cache_dtype", "one of auto, fp8",
+                         "the KV cache's elements: auto (the compute dtype) or fp8 (e4m3 with a "
+                         "scale per layer for K and for V, from the checkpoint's k_scale/v_scale "
+                         "or calibrated at load; twice the tokens). Needs a GPU with FP8 tensor "
+                         "cores and head_dim 64, 128 or 256: refused at start elsewhere",
+                         &DaemonConfig::kv_cache_dtype, {"auto", "fp8"}));
     s.push_back(int_key("threads", "an integer in [0, 1024] (0 = every core)",
                         "CPU backend threads", &DaemonConfig::threads, 0, 1024));
     s.push_back(string_key("devices", "device ordinals in pipeline order (e.g. 0,1), all, or empty (gpu_device alone)",

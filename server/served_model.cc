@@ -47,6 +47,7 @@ InstanceOptions instance_options(const DaemonConfig& config) {
   // daemon_config validated the name.
   options.quantization = parse_quantization(config.quantization).value_or(Quantization::kNone);
   options.quantization_keep = QuantizationKeep::parse(config.quantization_keep).value_or(QuantizationKeep{});
+  options.kv_cache_dtype = parse_kv_cache_dtype(config.kv_cache_dtype).value_or(KvCacheDtype::kAuto);
   options.max_memory = config.max_memory;
   options.kv_reserve_bytes = static_cast<uint64_t>(config.kv_reserve);
   options.execution.micro_batches = config.micro_batches;
@@ -122,6 +123,8 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::load(const DaemonConfi
     for (int32_t r : d.ranks) p->add_ranks(r);
   }
   info.set_tensor_parallel_size(inst.tensor_parallel_size());
+  info.set_quantization(std::string(quantization_name(options.quantization)));
+  info.set_kv_cache_dtype(std::string(dtype_name(inst.cache().dtype())));
   info.set_collectives(inst.collectives());
   return m;
 }

@@ -9,7 +9,7 @@ const std::set<std::string>& instance_flags() {
   static const std::set<std::string> flags = {
       "threads",    "backend",    "gpu-device",           "dtype",         "devices",
       "device-map", "max-memory", "tensor-parallel-size", "micro-batches", "decode-graphs",
-      "quantization", "quantization-keep"};
+      "quantization", "quantization-keep", "kv-cache-dtype"};
   return flags;
 }
 
@@ -26,6 +26,8 @@ const char kInstanceFlagsUsage[] =
     "                              compute capability 8.9+)\n"
     "      --quantization-keep L   weights fp8 leaves in dtype: qkv, o, gate_up, down,\n"
     "                              layers.N, layers.N.<projection> (comma-separated)\n"
+    "      --kv-cache-dtype D      auto (the compute dtype) or fp8: e4m3 K/V with per-layer\n"
+    "                              scales, twice the tokens (GPU, compute capability 8.9+)\n"
     "      --micro-batches N       parts a large step flows through the devices in (default 2)\n"
     "      --decode-graphs auto|off  replay decode steps as recorded GPU graphs (default auto)\n"
     "      --threads N             CPU threads (default: every core)\n";
@@ -62,6 +64,9 @@ absl::StatusOr<InstanceOptions> instance_options(const Args& args) {
   auto keep = QuantizationKeep::parse(args.get("quantization-keep"));
   if (!keep.ok()) return keep.status();
   options.quantization_keep = *std::move(keep);
+  auto kv_cache_dtype = parse_kv_cache_dtype(args.get("kv-cache-dtype", "auto"));
+  if (!kv_cache_dtype.ok()) return kv_cache_dtype.status();
+  options.kv_cache_dtype = *kv_cache_dtype;
   auto micro_batches = args.get_int("micro-batches", 2);
   if (!micro_batches.ok()) return micro_batches.status();
   options.execution.micro_batches = static_cast<int32_t>(*micro_batches);

@@ -111,10 +111,11 @@ int perplexity_command(int argc, char** argv) {
   if (options->quantization == Quantization::kFp8 && !options->quantization_keep.empty()) {
     weights += " (keep " + options->quantization_keep.text() + ")";
   }
-  TextTable table({{"backend"}, {"weights"}, {"text"}, {"tokens", true}, {"scored", true}, {"context", true},
-                   {"stride", true}, {"mean nll", true}, {"perplexity", true}, {"s", true},
-                   {"tok/s", true}});
-  table.add_row({backend, weights, text_path, std::to_string(result->tokens),
+  const std::string kv_cache(dtype_name(inst.cache().dtype()));
+  TextTable table({{"backend"}, {"weights"}, {"kv cache"}, {"text"}, {"tokens", true},
+                   {"scored", true}, {"context", true}, {"stride", true}, {"mean nll", true},
+                   {"perplexity", true}, {"s", true}, {"tok/s", true}});
+  table.add_row({backend, weights, kv_cache, text_path, std::to_string(result->tokens),
                  std::to_string(result->scored), std::to_string(*context), std::to_string(*stride),
                  absl::StrFormat("%.4f", result->mean_nll()),
                  absl::StrFormat("%.4f", result->perplexity()), absl::StrFormat("%.1f", seconds),
@@ -123,6 +124,7 @@ int perplexity_command(int argc, char** argv) {
   if (const std::string json = args->get("json"); !json.empty()) {
     nlohmann::json report = {{"model", model_path},     {"text", text_path},
                              {"backend", backend},       {"weights", weights},
+                             {"kv_cache", kv_cache},
                              {"tokens", result->tokens}, {"scored", result->scored},
                              {"windows", result->windows}, {"context", *context},
                              {"stride", *stride},        {"mean_nll", result->mean_nll()},

@@ -44,6 +44,17 @@ std::string_view quantization_name(Quantization q) {
   return q == Quantization::kFp8 ? "fp8" : "none";
 }
 
+absl::StatusOr<KvCacheDtype> parse_kv_cache_dtype(std::string_view text) {
+  if (text == "auto" || text.empty()) return KvCacheDtype::kAuto;
+  if (text == "fp8") return KvCacheDtype::kFp8;
+  return absl::InvalidArgumentError(
+      str_cat("kv_cache_dtype: \"", text, "\" is not a choice: auto or fp8"));
+}
+
+std::string_view kv_cache_dtype_name(KvCacheDtype d) {
+  return d == KvCacheDtype::kFp8 ? "fp8" : "auto";
+}
+
 std::string_view linear_projection_name(LinearProjection p) {
   switch (p) {
     case LinearProjection::kQkv:

@@ -21,6 +21,14 @@ enum class Quantization { kNone, kFp8 };
 absl::StatusOr<Quantization> parse_quantization(std::string_view text);
 std::string_view quantization_name(Quantization q);
 
+// The KV cache's element type (the `kv_cache_dtype` key): the compute dtype ("auto"), or FP8 e4m3
+// codes with one scale per layer for K and one for V ("fp8": half the bytes, twice the tokens).
+enum class KvCacheDtype { kAuto, kFp8 };
+
+// "auto" or "fp8"; InvalidArgument naming the choices otherwise.
+absl::StatusOr<KvCacheDtype> parse_kv_cache_dtype(std::string_view text);
+std::string_view kv_cache_dtype_name(KvCacheDtype d);
+
 // A decoder layer's linear weights, as tessera stores them (q/k/v and gate/up fused).
 enum class LinearProjection { kQkv, kO, kGateUp, kDown };
 inline constexpr int kLinearProjections = 4;

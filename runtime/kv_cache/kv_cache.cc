@@ -1,5 +1,6 @@
 #include "runtime/kv_cache/kv_cache.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,21 @@ void BlockTable::release(BlockAllocator& allocator) {
   blocks_.clear();
 }
 
+StepBatch sequence_chunk(const BlockTable& table, int32_t block_size,
+                         std::span<const int32_t> ids, int32_t first, int32_t count) {
+  StepBatch batch;
+  batch.query_start = {0, count};
+  batch.context_len = {first + count};
+  batch.block_tables = table.blocks();
+  batch.max_blocks = table.num_blocks();
+  for (int32_t p = first; p < first + count; ++p) {
+    batch.token_ids.push_back(ids[p]);
+    batch.positions.push_back(p);
+    batch.slot_mapping.push_back(table.slot(p, block_size));
+  }
+  return batch;
+}
+
 size_t kv_bytes_per_token_per_layer(int64_t num_kv_heads, int64_t head_dim, DType dtype) {
   return static_cast<size_t>(2 * num_kv_heads * head_dim) * element_size(dtype);
 }
@@ -43,20 +59,23 @@ size_t KvCacheShape::bytes_per_block(DType dtype) const {
   return static_cast<size_t>(num_layers) * bytes_per_layer_block(dtype);
 }
 
-absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, KvCacheShape shape) {
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, KvCacheShape shape,
+                                                         std::optional<DType> dtype) {
   const LayerSegment all{&backend, 0, shape.num_layers};
-  return create(std::span<const LayerSegment>(&all, 1), shape);
+  return create(std::span<const LayerSegment>(&all, 1), shape, dtype);
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(std::span<const LayerSegment> segments,
-                                                         KvCacheShape shape) {
+                                                         KvCacheShape shape,
+                                                         std::optional<DType> pool_dtype) {
   if (shape.num_blocks <= 0 || shape.block_size <= 0 || shape.num_layers <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("kv cache: need at least one block of at least "
                                                    "one token (got ", shape.num_blocks,
                                                    " blocks of ", shape.block_size, ")"));
   }
   TESSERA_RETURN_IF_ERROR(validate_segments(segments, shape.num_layers));
-  const DType dtype = segments.front().backend->compute_dtype();
+  const DType compute = segments.front().backend->compute_dtype();
+  const DType dtype = pool_dtype.value_or(compute);
   std::unique_ptr<KvCache> cache(new KvCache(shape, dtype));
   const size_t layer_bytes = shape.bytes_per_layer_block(dtype) * shape.num_blocks;
   const int32_t ranks = segments.front().num_ranks();
@@ -64,10 +83,10 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(std::span<const LayerSe
   for (const LayerSegment& seg : segments) {
     for (int32_t r = 0; r < ranks; ++r) {
       Backend& b = seg.rank_backend(r);
-      if (b.compute_dtype() != dtype) {
+      if (b.compute_dtype() != compute) {
         return absl::InvalidArgumentError(str_cat(
             "kv cache: ", b.name(), " computes in ", dtype_name(b.compute_dtype()),
-            ", the first device in ", dtype_name(dtype)));
+            ", the first device in ", dtype_name(compute)));
       }
       const size_t bytes = layer_bytes * seg.num_layers;
       auto pool = b.allocate(bytes);
@@ -81,6 +100,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::create(std::span<const LayerSe
         cache->layer_base_[r][seg.first_layer + i] = static_cast<char*>(pool->data()) + i * layer_bytes;
       }
       cache->pools_.push_back(*std::move(pool));
+      cache->owners_.push_back(PoolOwner{&b, r, seg.first_layer, seg.num_layers, {}});
     }
   }
   return cache;
@@ -96,7 +116,11 @@ uint64_t next_cache_id() {
 }  // namespace
 
 KvCache::KvCache(KvCacheShape shape, DType dtype)
-    : id_(next_cache_id()), shape_(shape), dtype_(dtype), allocator_(shape.num_blocks, shape.block_size) {}
+    : id_(next_cache_id()),
+      shape_(shape),
+      dtype_(dtype),
+      scales_(static_cast<size_t>(shape.num_layers)),
+      allocator_(shape.num_blocks, shape.block_size) {}
 
 KvLayerView KvCache::layer(int32_t index, int32_t rank) const {
   // A layer's K pool, then its V pool of the same size.
@@ -104,7 +128,53 @@ KvLayerView KvCache::layer(int32_t index, int32_t rank) const {
   char* base = layer_base_[rank][index];
   const std::initializer_list<int64_t> dims = {shape_.num_blocks, shape_.block_size,
                                                shape_.num_kv_heads, shape_.head_dim};
-  return KvLayerView{Tensor(base, dtype_, dims), Tensor(base + k_pool_bytes, dtype_, dims)};
+  KvLayerView view{Tensor(base, dtype_, dims), Tensor(base + k_pool_bytes, dtype_, dims)};
+  view.k_scale = scales_[index].k;
+  view.v_scale = scales_[index].v;
+  if (!layer_amax_.empty()) view.amax = layer_amax_[rank][index];
+  return view;
+}
+
+void KvCache::set_scales(int32_t index, float k_scale, float v_scale) {
+  scales_[index] = LayerScales{k_scale, v_scale};
+}
+
+absl::Status KvCache::start_calibration() {
+  const size_t ranks = layer_base_.size();
+  layer_amax_.assign(ranks, std::vector<float*>(shape_.num_layers, nullptr));
+  for (PoolOwner& o : owners_) {
+    const std::vector<float> zeros(2 * static_cast<size_t>(o.num_layers), 0.0f);
+    auto amax = o.backend->allocate(zeros.size() * sizeof(float));
+    if (!amax.ok()) {
+      layer_amax_.clear();
+      return amax.status();
+    }
+    o.amax = *std::move(amax);
+    o.backend->upload_f32(zeros, Tensor(o.amax.data(), DType::kF32, {2 * o.num_layers}));
+    for (int32_t i = 0; i < o.num_layers; ++i) {
+      layer_amax_[o.rank][o.first_layer + i] = static_cast<float*>(o.amax.data()) + 2 * i;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::pair<float, float>>> KvCache::finish_calibration() {
+  std::vector<std::pair<float, float>> amax(static_cast<size_t>(shape_.num_layers), {0.0f, 0.0f});
+  absl::Status status;
+  for (PoolOwner& o : owners_) {
+    std::vector<float> host(2 * static_cast<size_t>(o.num_layers));
+    if (absl::Status s = o.backend->synchronize(); !s.ok() && status.ok()) status = s;
+    o.backend->copy_to_host(host.data(), o.amax.data(), host.size() * sizeof(float));
+    for (int32_t i = 0; i < o.num_layers; ++i) {
+      auto& [k, v] = amax[static_cast<size_t>(o.first_layer + i)];
+      k = std::max(k, host[2 * i]);
+      v = std::max(v, host[2 * i + 1]);
+    }
+    o.amax.reset();
+  }
+  layer_amax_.clear();
+  if (!status.ok()) return status;
+  return amax;
 }
 
 }  // namespace tessera

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -35,6 +37,12 @@ class BlockTable {
   std::vector<int32_t> blocks_;
 };
 
+// One sequence's step of its tokens ids[first, first + count) at positions first.., over the
+// blocks of `table` (context first + count; no logit rows): a prefill chunk of an offline pass
+// (perplexity, KV calibration, tests).
+StepBatch sequence_chunk(const BlockTable& table, int32_t block_size,
+                         std::span<const int32_t> ids, int32_t first, int32_t count);
+
 // Bytes of K and V of one token in one layer, in `dtype`: the one formula every KV cache size is
 // made of (a block, a pool, the placement planner's cost per token).
 size_t kv_bytes_per_token_per_layer(int64_t num_kv_heads, int64_t head_dim, DType dtype);
@@ -53,15 +61,29 @@ struct KvCacheShape {
 
 class KvCache {
  public:
-  // One pool on `backend` for every layer.
-  static absl::StatusOr<std::unique_ptr<KvCache>> create(Backend& backend, KvCacheShape shape);
+  // One pool on `backend` for every layer, of `dtype` elements (unset: the backend's compute
+  // dtype; kF8_E4M3 where its prepare_kv_cache accepted it).
+  static absl::StatusOr<std::unique_ptr<KvCache>> create(Backend& backend, KvCacheShape shape,
+                                                         std::optional<DType> dtype = {});
   // One pool per segment and rank, on its backend, for its layers (a model split over devices;
   // `shape` is one rank's: its KV heads). Every pool has the same blocks: a sequence's block table
   // addresses all of its layers on every rank.
   static absl::StatusOr<std::unique_ptr<KvCache>> create(std::span<const LayerSegment> segments,
-                                                         KvCacheShape shape);
+                                                         KvCacheShape shape,
+                                                         std::optional<DType> dtype = {});
 
   const KvCacheShape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  // An FP8 cache's scales of layer `index` (value = code x scale): 1 until set. Set them before
+  // any K/V is written under them (codes written under other scales read wrong).
+  void set_scales(int32_t index, float k_scale, float v_scale);
+  float k_scale(int32_t index) const { return scales_[index].k; }
+  float v_scale(int32_t index) const { return scales_[index].v; }
+  // Calibration: from start_calibration() until finish_calibration(), every layer's view carries
+  // an amax (KvLayerView::amax) that rope_and_cache raises to the largest |k| and |v| it writes;
+  // finish hands back each layer's (largest |k|, largest |v|) over every rank.
+  absl::Status start_calibration();
+  absl::StatusOr<std::vector<std::pair<float, float>>> finish_calibration();
   int32_t block_size() const { return shape_.block_size; }
   // Layer `index`'s pools on tensor-parallel rank `rank` (its KV heads; rank 0 without tensor
   // parallelism).
@@ -81,6 +103,22 @@ class KvCache {
   std::vector<DeviceBuffer> pools_;
   // [rank][num_layers]: layer i's K pool, then its V pool, on that rank.
   std::vector<std::vector<char*>> layer_base_;
+  struct LayerScales {
+    float k = 1.0f;
+    float v = 1.0f;
+  };
+  std::vector<LayerScales> scales_;  // [num_layers]
+  // Each pool's backend and first layer, and during calibration its layers' amax pairs.
+  struct PoolOwner {
+    Backend* backend = nullptr;
+    int32_t rank = 0;
+    int32_t first_layer = 0;
+    int32_t num_layers = 0;
+    DeviceBuffer amax;  // [num_layers][2] fp32 while calibrating
+  };
+  std::vector<PoolOwner> owners_;
+  // [rank][num_layers]: layer i's amax pair while calibrating, else null.
+  std::vector<std::vector<float*>> layer_amax_;
   BlockAllocator allocator_;
 };
 

@@ -155,7 +155,8 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::load(const WeightSou
 }
 
 ModelFootprint DecoderModel::footprint(const ModelConfig& c, DType dtype, int32_t ranks,
-                                       Quantization quantization, const QuantizationKeep& keep) {
+                                       Quantization quantization, const QuantizationKeep& keep,
+                                       std::optional<DType> kv_dtype) {
   const TensorParallelShard shard = tensor_parallel_shard(c, 0, ranks);
   const uint64_t es = element_size(dtype);
   ModelFootprint f;
@@ -175,7 +176,8 @@ ModelFootprint DecoderModel::footprint(const ModelConfig& c, DType dtype, int32_
   f.final_norm_bytes = static_cast<uint64_t>(c.hidden_size) * es;
   f.tied_embeddings = c.tie_word_embeddings;
   f.lm_head_bytes = c.tie_word_embeddings ? 0 : f.embedding_bytes;
-  f.kv_bytes_per_token_per_layer = kv_bytes_per_token_per_layer(shard.kv_heads, c.head_dim, dtype);
+  f.kv_bytes_per_token_per_layer =
+      kv_bytes_per_token_per_layer(shard.kv_heads, c.head_dim, kv_dtype.value_or(dtype));
   return f;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -95,11 +96,12 @@ class DecoderModel : public StageModel {
       Quantization quantization = Quantization::kNone, const QuantizationKeep& keep = {});
 
   // What load() and allocate_activations() place on each of `ranks` tensor-parallel ranks, in
-  // `dtype` (the linear weights in FP8 with kFp8, but those `keep` names), for the placement
-  // planner.
+  // `dtype` (the linear weights in FP8 with kFp8, but those `keep` names), and a KV cache of
+  // `kv_dtype` (unset: `dtype`), for the placement planner.
   static ModelFootprint footprint(const ModelConfig& config, DType dtype, int32_t ranks = 1,
                                   Quantization quantization = Quantization::kNone,
-                                  const QuantizationKeep& keep = {});
+                                  const QuantizationKeep& keep = {},
+                                  std::optional<DType> kv_dtype = {});
   static ActivationCost activation_cost(const ModelConfig& config, DType dtype, int32_t ranks = 1);
 
   const ModelConfig& config() const { return config_; }

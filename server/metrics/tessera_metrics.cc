@@ -329,7 +329,9 @@ void TesseraMetrics::set_model_info(const ModelInfoLabels& info) {
                                         {"architecture", label_value(info.architecture)},
                                         {"dtype", label_value(info.dtype)},
                                         {"backend", label_value(info.backend)},
-                                        {"max_model_len", std::to_string(info.max_model_len)}});
+                                        {"max_model_len", std::to_string(info.max_model_len)},
+                                        {"quantization", label_value(info.quantization)},
+                                        {"kv_cache_dtype", label_value(info.kv_cache_dtype)}});
   model_info_child_->Set(1);
 }
 

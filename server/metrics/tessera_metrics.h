@@ -38,6 +38,8 @@ struct ModelInfoLabels {
   std::string dtype;          // weight dtype ("bf16", "q4_1", ...)
   std::string backend;        // "cpu", "cuda", "hip"
   int64_t max_model_len = 0;  // prompt + max_tokens limit
+  std::string quantization;   // linear weights: "none" or "fp8"
+  std::string kv_cache_dtype;  // "BF16", "F8_E4M3", ...
 };
 
 class TesseraMetrics final : public EngineObserver {

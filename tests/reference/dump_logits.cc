@@ -14,6 +14,7 @@
 //   at least N x 256 tokens into N micro-batches (the micro_batches key);
 //   TESSERA_TENSOR_PARALLEL_SIZE=N splits each stage's layers over N devices.
 //   TESSERA_QUANTIZATION=fp8 keeps the decoder's linear weights in FP8 (the quantization key).
+//   TESSERA_KV_CACHE_DTYPE=fp8 keeps the KV cache in FP8 (the kv_cache_dtype key).
 //   TESSERA_KV_CACHE_BYTES=N sizes the KV cache (default 256 MiB; long prompts of large models
 //   need more).
 //   A PROMPT written "ids:1,2,3" is those token ids, not text (models without a real tokenizer).
@@ -85,6 +86,11 @@ int main(int argc, char** argv) {
     auto parsed = parse_quantization(q);
     if (!parsed.ok()) return fail(parsed.status().ToString());
     options.quantization = *parsed;
+  }
+  if (const char* kv = std::getenv("TESSERA_KV_CACHE_DTYPE"); kv != nullptr) {
+    auto parsed = parse_kv_cache_dtype(kv);
+    if (!parsed.ok()) return fail(parsed.status().ToString());
+    options.kv_cache_dtype = *parsed;
   }
   if (const char* tp = std::getenv("TESSERA_TENSOR_PARALLEL_SIZE"); tp != nullptr) {
     if (!absl::SimpleAtoi(tp, &options.tensor_parallel_size)) {

@@ -148,7 +148,7 @@ TEST(TesseraMetricsTest, EngineEventsAndScrapeTimeStats) {
 TEST(TesseraMetricsTest, ModelInfoAndGpuMemory) {
   TesseraMetrics m;
   m.set_model_info({"first", "llama", "q4_1", "cpu", 2048});
-  m.set_model_info({"SmolLM2-135M-Instruct.Q4_1", "llama", "q4_1", "cpu", 8192});
+  m.set_model_info({"SmolLM2-135M-Instruct.Q4_1", "llama", "q4_1", "cpu", 8192, "fp8", "F8_E4M3"});
   m.set_gpu_memory("cuda:0", 1.5e9, 8e9);
   m.set_gpu_memory("cuda:1", 2e9, 8e9);
   m.set_gpu_memory("cuda:0", 3e9, 8e9);
@@ -157,7 +157,8 @@ TEST(TesseraMetricsTest, ModelInfoAndGpuMemory) {
   const auto s = exposition_samples(text);
   EXPECT_EQ(sample(s,
                    "tessera_model_info{architecture=\"llama\",backend=\"cpu\",dtype=\"q4_1\","
-                   "max_model_len=\"8192\",model_id=\"SmolLM2-135M-Instruct.Q4_1\"}"),
+                   "kv_cache_dtype=\"F8_E4M3\",max_model_len=\"8192\","
+                   "model_id=\"SmolLM2-135M-Instruct.Q4_1\",quantization=\"fp8\"}"),
             1);
   EXPECT_EQ(sample(s, "tessera_gpu_memory_used_bytes{device=\"cuda:0\"}"), 3e9);
   EXPECT_EQ(sample(s, "tessera_gpu_memory_used_bytes{device=\"cuda:1\"}"), 2e9);

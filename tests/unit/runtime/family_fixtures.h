@@ -50,16 +50,7 @@ inline std::vector<float> prompt_logits(ModelInstance& m, const std::vector<int3
   const int32_t n = static_cast<int32_t>(prompt.size()), bs = m.cache().block_size();
   BlockTable table;
   EXPECT_TRUE(table.reserve(n, bs, m.cache().allocator()));
-  StepBatch batch;
-  batch.query_start = {0, n};
-  batch.context_len = {n};
-  batch.block_tables = table.blocks();
-  batch.max_blocks = table.num_blocks();
-  for (int32_t p = 0; p < n; ++p) {
-    batch.token_ids.push_back(prompt[p]);
-    batch.positions.push_back(p);
-    batch.slot_mapping.push_back(table.slot(p, bs));
-  }
+  StepBatch batch = sequence_chunk(table, bs, prompt, 0, n);
   batch.logits_rows = {n - 1};
   std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
   const absl::Status s = m.runner().forward(batch, m.cache(), logits);

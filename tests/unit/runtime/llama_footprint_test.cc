@@ -56,6 +56,12 @@ TEST(LlamaFootprint, KvBytesPerTokenAreTheCachesOwn) {
   EXPECT_EQ(f.kv_bytes_per_token_per_layer, 4096u);  // K and V: 2 x 8 heads x 128 x 2 bytes
   const KvCacheShape one_block{32, 1, 16, 8, 128};
   EXPECT_EQ(one_block.bytes_per_block(DType::kBF16), 32 * 16 * f.kv_bytes_per_token_per_layer);
+  // kv_cache_dtype: fp8 -- a byte per element, twice the tokens in the same memory.
+  const ModelFootprint fp8_kv = DecoderModel::footprint(llama3_8b(), DType::kBF16, 1,
+                                                        Quantization::kNone, {}, DType::kF8_E4M3);
+  EXPECT_EQ(fp8_kv.kv_bytes_per_token_per_layer, 2048u);
+  EXPECT_EQ(one_block.bytes_per_block(DType::kF8_E4M3), 32 * 16 * fp8_kv.kv_bytes_per_token_per_layer);
+  EXPECT_EQ(fp8_kv.layer_bytes, f.layer_bytes);
 }
 
 // FP8 weights: a byte per linear weight and an fp32 scale per row of each, the norms as before.
