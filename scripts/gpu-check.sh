@@ -66,12 +66,13 @@
 #            PyTorch TunableOp) and bw.py, and tests/bench/gemm_torch_rotating.py (F.linear timed
 #            as tessera's benchmark times)
 #   tp       (4 GPUs) tensor parallelism: see run_tp below (TP_PART=8b, the default, or 70b)
-#   fp8      FP8 weights (quantization: fp8) against bf16 on the 8B shape; FP8_PARTS picks among
-#            tests (the FP8 GPU kernel tests), logits (logits, greedy and forced tokens), serve
-#            (c=1 / 64 and 256 x 128/128 each way), gemm (`tessera bench gemm --dtype fp8-rowwise`
-#            beside tests/bench/bench_scaled_mm.py at FP8_GEMM_M) and ppl (the default model's
-#            perplexity each way on Debian's license texts; DEFAULT_MODEL, sent in parts as for
-#            `default`)
+#   fp8      FP8 weights (quantization: fp8) and FP8 weights + FP8 KV cache (kv_cache_dtype: fp8)
+#            against bf16 on the 8B shape; FP8_PARTS picks among tests (the FP8 GPU kernel
+#            tests), logits (logits, greedy and forced tokens), serve (c=1, 256 x 128/128 and
+#            256 x 1000/1000 each way; FP8_SERVE picks the ways: none:auto fp8:auto fp8:fp8),
+#            gemm (`tessera bench gemm --dtype fp8-rowwise` beside tests/bench/bench_scaled_mm.py
+#            at FP8_GEMM_M) and ppl (the default model's perplexity each way on Debian's license
+#            texts; DEFAULT_MODEL, sent in parts as for `default`)
 #
 # SKIP_KERNEL_TESTS=1 leaves the GPU kernel tests out of a stage (~4 min on an H100) when the same
 # build's tests already ran in an earlier call.
@@ -805,15 +806,16 @@ run_fp8() {
   fi
   [[ $parts == *" logits "* ]] && fp8_logits "$model"
   if [[ $parts == *" serve "* ]]; then
-    local q
-    for q in none fp8; do
-      start_server "fp8_$q" --quantization $q --max-num-seqs 256 || continue
-      grep -h -A3 "device  name" "$out/tesserad_fp8_$q.log" | head -3
-      for c in 1 64; do
-        bench_serve "fp8_$q" $c
-        echo "$q c=$c: $(grep -m1 "output throughput" "$out/serve_fp8_${q}_c$c.log") $(grep -m1 "^ITL" "$out/serve_fp8_${q}_c$c.log")"
-      done
-      load_run "fp8_${q}_c256_128" --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128
+    local way q kv name
+    for way in ${FP8_SERVE:-none:auto fp8:auto fp8:fp8}; do
+      q=${way%:*} kv=${way#*:} name=fp8_${q}_kv_${kv}
+      start_server "$name" --quantization $q --kv-cache-dtype $kv --max-num-seqs 256 || continue
+      grep -h -A3 "device  name" "$out/tesserad_$name.log" | head -3
+      grep -h -o "KV cache: [^\"]*" "$out/tesserad_$name.log" | head -1
+      bench_serve "$name" 1
+      echo "$way c=1: $(grep -m1 "output throughput" "$out/serve_${name}_c1.log") $(grep -m1 "^ITL" "$out/serve_${name}_c1.log")"
+      load_run "${name}_c256_128" --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128
+      load_run "${name}_c256_1000" --concurrency 256 --num-requests 256 --prompt-len 1000 --output-len 1000
       stop_server
     done
   fi
@@ -845,18 +847,22 @@ fp8_logits() {
   TESSERA_BACKEND=gpu TESSERA_QUANTIZATION=fp8 "$bundle/bin/dump_logits" "$model" "$out/fp8_fp8.json" \
     "${prompts[@]}" "${forced[@]}" > "$out/fp8_fp8.log" 2>&1 \
     || { echo "dump_logits fp8 failed"; tail -5 "$out/fp8_fp8.log"; status=1; return; }
-  python3 - "$out"/fp8_{bf16,fp8}.json <<'PY' || status=1
+  TESSERA_BACKEND=gpu TESSERA_QUANTIZATION=fp8 TESSERA_KV_CACHE_DTYPE=fp8 "$bundle/bin/dump_logits" \
+    "$model" "$out/fp8_fp8kv.json" "${prompts[@]}" "${forced[@]}" > "$out/fp8_fp8kv.log" 2>&1 \
+    || { echo "dump_logits fp8 + fp8 kv failed"; tail -5 "$out/fp8_fp8kv.log"; status=1; return; }
+  python3 - "$out"/fp8_{bf16,fp8,fp8kv}.json <<'PY' || status=1
 import json, math, sys
-base, fp8 = (json.load(open(p)) for p in sys.argv[1:])
+base, *runs = (json.load(open(p)) for p in sys.argv[1:])
 n = len(base)
-print("prompt  tokens  greedy_same_prefix  forced_argmax_agree  logits_rel_err_vs_bf16")
-for i in range(n):
-    a, b, f = base[i], fp8[i], fp8[n + i]
-    same = next((k for k, (x, y) in enumerate(zip(a["greedy"], b["greedy"])) if x != y), len(a["greedy"]))
-    agree = sum(x == y for x, y in zip(f["forced_argmax"], a["greedy"]))
-    num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["logits"], b["logits"])))
-    den = math.sqrt(sum(x * x for x in a["logits"]))
-    print(f"{i:6d}  {len(a['ids']):6d}  {same:2d}/{len(a['greedy'])}               {agree:2d}/{len(a['greedy'])}                {num / den:.2e}")
+print("weights+kv  prompt  tokens  greedy_same_prefix  forced_argmax_agree  logits_rel_err_vs_bf16")
+for label, run in zip(("fp8", "fp8+fp8kv"), runs):
+    for i in range(n):
+        a, b, f = base[i], run[i], run[n + i]
+        same = next((k for k, (x, y) in enumerate(zip(a["greedy"], b["greedy"])) if x != y), len(a["greedy"]))
+        agree = sum(x == y for x, y in zip(f["forced_argmax"], a["greedy"]))
+        num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["logits"], b["logits"])))
+        den = math.sqrt(sum(x * x for x in a["logits"]))
+        print(f"{label:10s}  {i:6d}  {len(a['ids']):6d}  {same:2d}/{len(a['greedy'])}               {agree:2d}/{len(a['greedy'])}                {num / den:.2e}")
 PY
 }
 
@@ -871,12 +877,16 @@ fp8_perplexity() {
   local text=$out/licenses.txt
   cat /usr/share/common-licenses/{GPL-3,GPL-2,LGPL-2.1,GFDL-1.3,Apache-2.0,MPL-2.0} > "$text" \
     || { echo "perplexity: no /usr/share/common-licenses here"; status=1; return; }
-  local q
-  for q in none fp8; do
+  local way q kv keep name
+  for way in none:auto:- fp8:auto:- fp8:fp8:- none:fp8:- fp8:fp8:layers.0,layers.29; do
+    IFS=: read -r q kv keep <<< "$way"
+    name=${q}_kv_${kv}${keep/-/}
+    local flags=(--quantization $q --kv-cache-dtype $kv)
+    [[ $keep != - ]] && flags+=(--quantization-keep "$keep")
     timeout 300 "$bundle/bin/tessera" perplexity --model "$default_model" --text "$text" --context 1024 \
-      --backend gpu --quantization $q --json "$out/perplexity_$q.json" > "$out/perplexity_$q.log" 2>&1 \
-      || { echo "perplexity $q failed"; tail -3 "$out/perplexity_$q.log"; status=1; }
-    echo "perplexity $q: $(tail -2 "$out/perplexity_$q.log" | tr '\n' ' ')"
+      --backend gpu "${flags[@]}" --json "$out/perplexity_$name.json" > "$out/perplexity_$name.log" 2>&1 \
+      || { echo "perplexity $way failed"; tail -3 "$out/perplexity_$name.log"; status=1; }
+    echo "perplexity $way: $(tail -2 "$out/perplexity_$name.log" | tr '\n' ' ')"
   done
 }
 
