@@ -117,23 +117,16 @@ struct Fp8Values {
 
 // Eight FP8 codes (as loaded) as eight T holding their values, in memory order (16 bytes). Each
 // word's bytes go to positions 0 2 1 3 first, so that fp8_widen_e4m3x4's pairs (0, 2) and (1, 3)
-// come out as (0, 1) and (2, 3); the power of two is multiplied in by a packed fma with -0,
-// exactly (mul.rn.bf16x2 exists only from sm_90 on).
+// come out as (0, 1) and (2, 3); then the power of two is multiplied in (fp8_widen.h).
 template <typename T>
 __device__ __forceinline__ uint4 widen_codes(uint2 codes, uint32_t unit_bits) {
-  constexpr uint32_t kNegativeZeros = 0x80008000u;
-  const Fp8WidePairs lo = fp8_widen_e4m3x4<kExpBits<T>>(__byte_perm(codes.x, 0u, 0x3120));
-  const Fp8WidePairs hi = fp8_widen_e4m3x4<kExpBits<T>>(__byte_perm(codes.y, 0u, 0x3120));
-  uint32_t w[4] = {lo.even, lo.odd, hi.even, hi.odd};
-#pragma unroll
-  for (uint32_t& v : w) {
-    if constexpr (std::is_same_v<T, gpu_f16>) {
-      asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(v) : "r"(v), "r"(unit_bits), "r"(kNegativeZeros));
-    } else {
-      asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(v) : "r"(v), "r"(unit_bits), "r"(kNegativeZeros));
-    }
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
+  constexpr int kBits = kExpBits<T>;
+  const Fp8WidePairs lo = fp8_widen_e4m3x4<kBits>(__byte_perm(codes.x, 0u, 0x3120));
+  const Fp8WidePairs hi = fp8_widen_e4m3x4<kBits>(__byte_perm(codes.y, 0u, 0x3120));
+  return make_uint4(fp8_widened_times_unit<kBits>(lo.even, unit_bits),
+                    fp8_widened_times_unit<kBits>(lo.odd, unit_bits),
+                    fp8_widened_times_unit<kBits>(hi.even, unit_bits),
+                    fp8_widened_times_unit<kBits>(hi.odd, unit_bits));
 }
 
 // C: the cache's element, T or uint8_t (FP8 codes). Each warp reads only its own 16 keys of a

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "base/fp8.h"
+#include "kernels/gpu.h"
 
 namespace tessera::gpu {
 
@@ -57,5 +58,23 @@ TESSERA_FP8_HOST_DEVICE constexpr uint32_t fp8_widen_unit_bits(int exp_bits, Fp8
                         << (15 - exp_bits);
   return half | (half << 16);
 }
+
+#if defined(TESSERA_CUDA)
+// A pair fp8_widen_e4m3x4 gave, times `unit` (fp8_widen_unit_bits: the power of two it is short
+// of, both halves) in the 16-bit type: the codes' values, exactly (every e4m3 value is a normal
+// bf16 / fp16 number). A packed fma with -0: fma.rn.bf16x2 exists from sm_80 on, mul.rn.bf16x2
+// only from sm_90. Device code of the CUDA kernels (kernels/gpu.h defines TESSERA_CUDA).
+template <int kExpBits>
+__device__ __forceinline__ uint32_t fp8_widened_times_unit(uint32_t pair, uint32_t unit) {
+  static_assert(kExpBits == 8 || kExpBits == 5, "bf16 or fp16");
+  constexpr uint32_t kNegativeZeros = 0x80008000u;
+  if constexpr (kExpBits == 5) {
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(pair) : "r"(pair), "r"(unit), "r"(kNegativeZeros));
+  } else {
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(pair) : "r"(pair), "r"(unit), "r"(kNegativeZeros));
+  }
+  return pair;
+}
+#endif
 
 }  // namespace tessera::gpu

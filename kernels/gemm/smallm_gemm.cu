@@ -112,24 +112,14 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[2][4], const uint4& a_g, 
 }
 
 // Four codes of w widened to two pairs of T holding their values (fp8_widen.h): the bit placement,
-// then the power of two multiplied in, exactly, by a packed fma with -0 (fma.rn.bf16x2 exists from
-// sm_80 on, mul.rn.bf16x2 only from sm_90).
+// then the power of two multiplied in.
 template <typename T>
 __device__ __forceinline__ Fp8WidePairs widen_codes(uint32_t q) {
-  constexpr bool kF16 = std::is_same_v<T, gpu_f16>;
-  constexpr int kExpBits = kF16 ? 5 : 8;
+  constexpr int kExpBits = std::is_same_v<T, gpu_f16> ? 5 : 8;
   constexpr uint32_t kUnit = fp8_widen_unit_bits(kExpBits, kSmallMFp8Encoding);
-  constexpr uint32_t kNegativeZeros = 0x80008000u;
-  Fp8WidePairs p = fp8_widen_e4m3x4<kExpBits>(q);
-#pragma unroll
-  for (uint32_t* v : {&p.even, &p.odd}) {
-    if constexpr (kF16) {
-      asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(*v) : "r"(*v), "r"(kUnit), "r"(kNegativeZeros));
-    } else {
-      asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(*v) : "r"(*v), "r"(kUnit), "r"(kNegativeZeros));
-    }
-  }
-  return p;
+  const Fp8WidePairs p = fp8_widen_e4m3x4<kExpBits>(q);
+  return {fp8_widened_times_unit<kExpBits>(p.even, kUnit),
+          fp8_widened_times_unit<kExpBits>(p.odd, kUnit)};
 }
 
 // x's elements 0 1 2 3 (two words, each a pair) as the pairs (0, 2) and (1, 3), in place: the
