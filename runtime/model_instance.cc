@@ -284,6 +284,8 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   std::string kv_scales;
   if (is_fp8(kv_dtype)) {
     TESSERA_ASSIGN_OR_RETURN(kv_scales, inst->set_kv_scales(engine_config.max_model_len));
+  } else if (config.quantization.kv_cache_scales) {
+    spdlog::info("the checkpoint has FP8 KV cache scales; kv_cache_dtype: fp8 would use them");
   }
   // The plan's KV columns estimated from the reserve; now they are what was allocated.
   for (DevicePlacement& d : inst->plan_.devices) {

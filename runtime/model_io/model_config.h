@@ -63,8 +63,8 @@ struct WeightQuantization {
   Activations activations = Activations::kNone;
   std::string activation_strategy;   // "token", "tensor", "group" (compressed-tensors), or empty
   std::vector<std::string> ignore;   // modules the config leaves unquantized (names, "re:" patterns)
-  // The checkpoint carries KV-cache scales (kv_cache_scheme): unused, the KV cache stays in the
-  // compute dtype.
+  // The checkpoint carries KV-cache scales (kv_cache_scheme): read when kv_cache_dtype is fp8
+  // (runtime/kv_cache_scales.h); an fp8 cache without them is calibrated at load.
   bool kv_cache_scales = false;
 
   bool quantized() const { return method != Method::kNone; }
