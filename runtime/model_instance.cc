@@ -326,7 +326,10 @@ absl::StatusOr<std::string> ModelInstance::set_kv_scales(int32_t max_model_len) 
   if (!scales.has_value()) {
     TESSERA_ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
                              tokenizer().encode(kKvCalibrationText));
-    if (static_cast<int32_t>(tokens.size()) > max_model_len) tokens.resize(max_model_len);
+    // As much of the text as one sequence may hold, and the cache too.
+    const int64_t fits = std::min<int64_t>(
+        max_model_len, static_cast<int64_t>(cache_->allocator().num_free()) * cache_->block_size());
+    if (static_cast<int64_t>(tokens.size()) > fits) tokens.resize(static_cast<size_t>(fits));
     TESSERA_ASSIGN_OR_RETURN(scales, calibrate_kv_scales(*runner_, *cache_, tokens));
     source = str_cat("; scales calibrated on ", tokens.size(), " tokens");
   }

@@ -87,7 +87,8 @@ class ModelInstance {
  private:
   explicit ModelInstance(ModelFiles files) : files_(std::move(files)) {}
   // An FP8 cache's per-layer scales, from the checkpoint or calibrated on kKvCalibrationText
-  // (at most max_model_len tokens of it); what the start-up report says of them.
+  // (at most max_model_len tokens of it, and what the cache holds); what the start-up report
+  // says of them.
   absl::StatusOr<std::string> set_kv_scales(int32_t max_model_len);
 
   std::string path_;
