@@ -377,8 +377,13 @@ void GpuBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) 
 // --- the step -------------------------------------------------------------------------------
 
 size_t GpuBackend::step_metadata_elements(const StepBatch& batch) const {
-  // An FP8 cache adds the widened prefill context's block tables, as large as the step's.
-  const size_t tables = batch.block_tables.size() * (kv_fp8_ ? 2 : 1);
+  // An FP8 cache adds the widened prefill context's block tables, as large as the step's, to a
+  // step with a prefill.
+  bool prefill = false;
+  for (size_t s = 0; kv_fp8_ && !prefill && s + 1 < batch.query_start.size(); ++s) {
+    prefill = batch.query_start[s + 1] - batch.query_start[s] > 1;
+  }
+  const size_t tables = batch.block_tables.size() * (prefill ? 2 : 1);
   return metadata_elements(batch.token_ids.size(), batch.context_len.size(),
                            batch.logits_rows.size(), tables);
 }
@@ -474,7 +479,7 @@ void GpuBackend::plan_widened_prefill(const StepBatch& batch, std::span<int32_t>
       record_error(absl::InvalidArgumentError(str_cat(
           name_, ": attention: a prefill context of ", context, " keys exceeds the ",
           static_cast<int64_t>(kv_widened_blocks_) * kv_block_size_,
-          " the FP8 KV cache was prepared for")));
+          " the FP8 KV cache was prepared for (max_model_len)")));
       widened_parts_.clear();
       return;
     }
@@ -610,9 +615,17 @@ absl::Status GpuBackend::prepare_kv_cache(DType dtype, const AttentionShape& sha
   if (dtype != DType::kF8_E4M3) {
     return Backend::prepare_kv_cache(dtype, shape, block_size, max_context);
   }
-  if (absl::Status s = supports(Quantization::kFp8); !s.ok()) {
-    return absl::FailedPreconditionError(str_cat("kv_cache_dtype: fp8: ", s.message()));
+#if defined(TESSERA_CUDA)
+  if (compute_capability_ < 89) {
+    return absl::FailedPreconditionError(str_cat(
+        "kv_cache_dtype: fp8 needs FP8 (compute capability 8.9 or later); ", name_, " has ",
+        compute_capability_ / 10, ".", compute_capability_ % 10));
   }
+#else
+  return absl::FailedPreconditionError(str_cat(
+      "kv_cache_dtype: fp8 is not available on ROCm yet (", name_,
+      "): its FP8 kernels are built but have not run on a CDNA3 GPU"));
+#endif
   const int32_t group = shape.num_kv_heads > 0 ? shape.num_heads / shape.num_kv_heads : 0;
   if (shape.num_kv_heads <= 0 || shape.num_heads % shape.num_kv_heads != 0 ||
       !gpu::decode_kernel_supported(shape.head_dim, group)) {
@@ -622,8 +635,9 @@ absl::Status GpuBackend::prepare_kv_cache(DType dtype, const AttentionShape& sha
         shape.head_dim, ", ", shape.num_heads, " query and ", shape.num_kv_heads, " KV heads"));
   }
   if (block_size <= 0 || max_context <= 0) {
-    return absl::InvalidArgumentError(str_cat("kv cache: blocks of ", block_size,
-                                              " tokens for contexts of ", max_context));
+    return absl::InvalidArgumentError(str_cat("kv_cache_dtype: fp8: blocks of ", block_size,
+                                              " tokens for contexts of ", max_context,
+                                              " (block_size and max_model_len must be positive)"));
   }
   make_current();
   kv_block_size_ = block_size;
@@ -631,7 +645,14 @@ absl::Status GpuBackend::prepare_kv_cache(DType dtype, const AttentionShape& sha
   kv_widened_blocks_ = (max_context + block_size - 1) / block_size;
   const size_t bytes = 2 * static_cast<size_t>(kv_widened_blocks_) * block_size *
                        shape.num_kv_heads * shape.head_dim * element_size(dtype_);
-  TESSERA_ASSIGN_OR_RETURN(kv_widened_, allocate(bytes));
+  absl::StatusOr<DeviceBuffer> widened = allocate(bytes);
+  if (!widened.ok()) {
+    return absl::ResourceExhaustedError(str_cat(
+        "kv_cache_dtype: fp8: the 16-bit copy prefill attends over (", bytes, " bytes for a ",
+        max_context, "-token context) does not fit on ", name_,
+        "; lower max_model_len: ", widened.status().message()));
+  }
+  kv_widened_ = *std::move(widened);
   kv_fp8_ = true;
   return absl::OkStatus();
 }

@@ -84,33 +84,50 @@ absl::StatusOr<std::vector<LayerKvScales>> calibrate_kv_scales(ForwardModel& mod
         "kv cache calibration: ", len, " tokens do not fit the KV cache (",
         cache.allocator().num_free(), " free blocks of ", block_size, " tokens)"));
   }
-  TESSERA_RETURN_IF_ERROR(cache.start_calibration());
   const int32_t chunk = std::max(1, model.limits().max_batch_tokens);
   std::vector<float> logits(static_cast<size_t>(model.vocab_size()));
+  // The prefill, measuring each layer's largest |k| and |v| before they are quantized.
+  auto measure = [&]() -> absl::StatusOr<std::vector<std::pair<float, float>>> {
+    TESSERA_RETURN_IF_ERROR(cache.start_calibration());
+    absl::Status status;
+    for (int32_t first = 0; first < len && status.ok(); first += chunk) {
+      const int32_t count = std::min(chunk, len - first);
+      StepBatch batch = sequence_chunk(table, block_size, tokens, first, count);
+      batch.logits_rows = {count - 1};
+      status = model.forward(batch, cache, logits);
+    }
+    absl::StatusOr<std::vector<std::pair<float, float>>> amax = cache.finish_calibration();
+    TESSERA_RETURN_IF_ERROR(status);
+    return amax;
+  };
+  const float code_max = fp8_max_finite(Fp8Encoding::kE4M3FN);
+  std::vector<LayerKvScales> scales(static_cast<size_t>(cache.shape().num_layers));
+  // Twice: the first pass attends over codes of scale 1 (saturated or underflowed where a
+  // layer's values are far from 1), which shifts every later layer's inputs; the second runs
+  // under the first pass's scales, as serving will.
   absl::Status status;
-  for (int32_t first = 0; first < len && status.ok(); first += chunk) {
-    const int32_t count = std::min(chunk, len - first);
-    StepBatch batch = sequence_chunk(table, block_size, tokens, first, count);
-    batch.logits_rows = {count - 1};
-    status = model.forward(batch, cache, logits);
+  for (int pass = 0; pass < 2 && status.ok(); ++pass) {
+    absl::StatusOr<std::vector<std::pair<float, float>>> amax = measure();
+    if (!amax.ok()) {
+      status = amax.status();
+      break;
+    }
+    for (size_t i = 0; i < amax->size() && status.ok(); ++i) {
+      const auto [k, v] = (*amax)[i];
+      if (!std::isfinite(k) || !std::isfinite(v)) {
+        status = absl::InternalError(str_cat("kv cache calibration: layer ", i,
+                                             "'s keys or values are not finite (largest |k| ", k,
+                                             ", |v| ", v, ")"));
+        break;
+      }
+      // An all-zero layer keeps scale 1: any scale codes zeros exactly.
+      scales[i] = LayerKvScales{k > 0.0f ? k * kKvCalibrationHeadroom / code_max : 1.0f,
+                                v > 0.0f ? v * kKvCalibrationHeadroom / code_max : 1.0f};
+      cache.set_scales(static_cast<int32_t>(i), scales[i].k, scales[i].v);
+    }
   }
   table.release(cache.allocator());
-  absl::StatusOr<std::vector<std::pair<float, float>>> amax = cache.finish_calibration();
   TESSERA_RETURN_IF_ERROR(status);
-  if (!amax.ok()) return amax.status();
-  const float code_max = fp8_max_finite(Fp8Encoding::kE4M3FN);
-  std::vector<LayerKvScales> scales;
-  for (size_t i = 0; i < amax->size(); ++i) {
-    const auto [k, v] = (*amax)[i];
-    if (!std::isfinite(k) || !std::isfinite(v)) {
-      return absl::InternalError(str_cat("kv cache calibration: layer ", i,
-                                         "'s keys or values are not finite (largest |k| ", k,
-                                         ", |v| ", v, ")"));
-    }
-    // An all-zero layer keeps scale 1: any scale codes zeros exactly.
-    scales.push_back(LayerKvScales{k > 0.0f ? k * kKvCalibrationHeadroom / code_max : 1.0f,
-                                   v > 0.0f ? v * kKvCalibrationHeadroom / code_max : 1.0f});
-  }
   return scales;
 }
 

@@ -34,9 +34,9 @@ absl::StatusOr<std::optional<std::vector<LayerKvScales>>> read_checkpoint_kv_sca
 inline constexpr float kKvCalibrationHeadroom = 2.0f;
 
 // Runs a prefill of `tokens` (chunked to the model's step limits) through `model` over `cache`
-// with calibration on, and returns each layer's scales: largest |k| (|v|) x headroom / the e4m3fn
-// largest finite value (448). The blocks it used go back to the cache's free list; what they hold
-// was written under the old scales and is never read.
+// with calibration on, twice -- the second pass under the first's scales -- and sets and returns
+// each layer's scales: largest |k| (|v|) x headroom / the e4m3fn largest finite value (448). The
+// blocks it used go back to the cache's free list; what they hold is never read.
 absl::StatusOr<std::vector<LayerKvScales>> calibrate_kv_scales(ForwardModel& model, KvCache& cache,
                                                                std::span<const int32_t> tokens);
 

@@ -222,16 +222,6 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   if (engine_config.max_model_len <= 0) {
     engine_config.max_model_len = static_cast<int32_t>(config.max_position_embeddings);
   }
-  // Every device must hold its layers' KV in kv_dtype (what that needs is allocated now, before
-  // the cache takes its share of what is free).
-  for (const LayerSegment& seg : segments) {
-    for (int32_t r = 0; r < seg.num_ranks(); ++r) {
-      TESSERA_RETURN_IF_ERROR(seg.rank_backend(r).prepare_kv_cache(
-          kv_dtype, inst->family_->attention_shape(), options.block_size,
-          engine_config.max_model_len));
-    }
-  }
-
   // The KV cache: the same blocks on every device, as many as the tightest device holds.
   const KvCacheShape one_block = inst->family_->kv_cache_shape(1, options.block_size);
   const size_t layer_block_bytes = one_block.bytes_per_layer_block(kv_dtype);
@@ -243,32 +233,51 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   // CPU "devices" all draw on the one host memory.
   const double device_fraction =
       inst->backend().uses_host_memory() ? fraction / static_cast<double>(inst->backends_.size()) : fraction;
-  int64_t num_blocks = std::numeric_limits<int64_t>::max();
   size_t free_after_load = 0;
   std::string tightest;
   // A block over every layer on every device: each tensor-parallel rank holds its heads of it.
   const size_t all_ranks_block_bytes = block_bytes * static_cast<size_t>(tp);
-  if (options.kv_cache_bytes > 0) {
-    num_blocks = options.kv_cache_bytes / static_cast<int64_t>(all_ranks_block_bytes);
-  } else {
-    for (const LayerSegment& seg : segments) {
-      for (int32_t r = 0; r < seg.num_ranks(); ++r) {
-        Backend& b = seg.rank_backend(r);
-        const size_t free_bytes = b.free_memory();
-        free_after_load += free_bytes;
-        const int64_t blocks = static_cast<int64_t>(static_cast<double>(free_bytes) * device_fraction) /
-                               static_cast<int64_t>(layer_block_bytes * seg.num_layers);
-        if (blocks < num_blocks) {
-          num_blocks = blocks;
-          tightest = b.name();
-        }
-      }
-    }
-  }
   // No point holding more than every sequence at full length.
   const int64_t most_useful = static_cast<int64_t>(engine_config.max_num_seqs) *
                               ((engine_config.max_model_len + options.block_size - 1) / options.block_size);
-  num_blocks = std::min(num_blocks, most_useful);
+  // The blocks kv_cache_bytes, or each device's share of what it has free, holds.
+  auto blocks_that_fit = [&]() -> int64_t {
+    int64_t blocks = std::numeric_limits<int64_t>::max();
+    free_after_load = 0;
+    if (options.kv_cache_bytes > 0) {
+      blocks = options.kv_cache_bytes / static_cast<int64_t>(all_ranks_block_bytes);
+    } else {
+      for (const LayerSegment& seg : segments) {
+        for (int32_t r = 0; r < seg.num_ranks(); ++r) {
+          Backend& b = seg.rank_backend(r);
+          const size_t free_bytes = b.free_memory();
+          free_after_load += free_bytes;
+          const int64_t fit = static_cast<int64_t>(static_cast<double>(free_bytes) * device_fraction) /
+                              static_cast<int64_t>(layer_block_bytes * seg.num_layers);
+          if (fit < blocks) {
+            blocks = fit;
+            tightest = b.name();
+          }
+        }
+      }
+    }
+    return std::min(blocks, most_useful);
+  };
+  int64_t num_blocks = blocks_that_fit();
+  // Every device must hold its layers' KV in kv_dtype. An FP8 cache's prefill copy is allocated
+  // now, for the longest context the cache could hold, and the cache then takes its share of what
+  // is left.
+  const int64_t longest_context =
+      std::min<int64_t>(engine_config.max_model_len,
+                        std::max<int64_t>(1, num_blocks) * options.block_size);
+  for (const LayerSegment& seg : segments) {
+    for (int32_t r = 0; r < seg.num_ranks(); ++r) {
+      TESSERA_RETURN_IF_ERROR(seg.rank_backend(r).prepare_kv_cache(
+          kv_dtype, inst->family_->attention_shape(), options.block_size,
+          static_cast<int32_t>(longest_context)));
+    }
+  }
+  if (is_fp8(kv_dtype)) num_blocks = blocks_that_fit();
   if (num_blocks < 1) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "kv cache: no block of ", options.block_size, " tokens (", all_ranks_block_bytes,

@@ -146,6 +146,7 @@ absl::Status KvCache::start_calibration() {
     const std::vector<float> zeros(2 * static_cast<size_t>(o.num_layers), 0.0f);
     auto amax = o.backend->allocate(zeros.size() * sizeof(float));
     if (!amax.ok()) {
+      for (PoolOwner& done : owners_) done.amax.reset();
       layer_amax_.clear();
       return amax.status();
     }

@@ -175,8 +175,9 @@ InstanceOptions cpu_options() {
   return options;
 }
 
-// The calibration step's scales against the largest |k| and |v| the same prefill leaves in the
-// fp32 cache, read back from it after a plain run of the same tokens.
+// The calibration's scales against the largest |k| and |v| the same prefill leaves in the fp32
+// cache, read back from it after a plain run of the same tokens (the fp32 cache quantizes
+// nothing, so both calibration passes measure the same).
 TEST(KvCalibration, ScalesAreTheLargestKeysAndValuesWrittenOverTheCodeRange) {
   auto m = ModelInstance::load(kFixture / "hf", cpu_options());
   ASSERT_TRUE(m.ok()) << m.status();
@@ -217,6 +218,8 @@ TEST(KvCalibration, ScalesAreTheLargestKeysAndValuesWrittenOverTheCodeRange) {
     ASSERT_GT(k, 0.0f);
     EXPECT_FLOAT_EQ((*scales)[layer].k, k * kKvCalibrationHeadroom / 448.0f) << "layer " << layer;
     EXPECT_FLOAT_EQ((*scales)[layer].v, v * kKvCalibrationHeadroom / 448.0f) << "layer " << layer;
+    EXPECT_EQ(cache.k_scale(layer), (*scales)[layer].k);  // set on the cache too
+    EXPECT_EQ(cache.v_scale(layer), (*scales)[layer].v);
   }
   table.release(cache.allocator());
   EXPECT_EQ(cache.allocator().num_free(), cache.allocator().num_blocks());
