@@ -325,6 +325,27 @@ absl::StatusOr<bool> GpuBackend::load_weight_on_device(const WeightSource& weigh
   return true;
 }
 
+void GpuBackend::upload_bytes(std::span<const uint8_t> src, const Tensor& dst) {
+  if (src.size() != dst.nbytes()) {
+    return record_error(absl::InvalidArgumentError(str_cat(
+        name_, ": upload_bytes: ", src.size(), " bytes for a tensor of ", dst.nbytes())));
+  }
+  make_current();
+  // Through the pinned staging in chunks, each copy done before the staging is refilled.
+  absl::Status s = GPU_STATUS(gpuStreamSynchronize(stream_));
+  constexpr size_t kChunk = size_t{64} << 20;
+  for (size_t done = 0; s.ok() && done < src.size(); done += kChunk) {
+    const size_t n = std::min(kChunk, src.size() - done);
+    s = ensure_pinned(n);
+    if (!s.ok()) break;
+    std::memcpy(pinned_, src.data() + done, n);
+    s = GPU_STATUS(gpuMemcpyAsync(static_cast<uint8_t*>(dst.data) + done, pinned_, n,
+                                  gpuMemcpyHostToDevice, stream_));
+    if (s.ok()) s = GPU_STATUS(gpuStreamSynchronize(stream_));
+  }
+  record_error(std::move(s));
+}
+
 void GpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {
   make_current();
   // Small host tables (inv_freq): stage through pinned memory so the copy is truly async-safe.

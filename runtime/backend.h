@@ -93,6 +93,9 @@ class Backend {
                                    const Tensor& dst) = 0;
   // Copies host fp32 values into `dst`, converting to dst's dtype.
   virtual void upload_f32(std::span<const float> src, const Tensor& dst) = 0;
+  // Copies `src` into `dst` as they are (src holds dst.nbytes() bytes): stored values that need no
+  // conversion (an FP8 checkpoint's codes kept as they are).
+  virtual void upload_bytes(std::span<const uint8_t> src, const Tensor& dst) = 0;
   // Copies `bytes` from `src` (this backend's memory) to `dst` in `to`'s memory, `to` being
   // another device of the same kind or this one: after the work queued here so far, and before
   // any work queued on `to` afterwards (the hop of hidden states between pipeline stages).

@@ -83,6 +83,14 @@ void CpuBackend::upload_f32(std::span<const float> src, const Tensor& dst) {
   std::memcpy(dst.data, src.data(), src.size_bytes());
 }
 
+void CpuBackend::upload_bytes(std::span<const uint8_t> src, const Tensor& dst) {
+  if (src.size() != dst.nbytes()) {
+    return record_error(absl::InvalidArgumentError(absl::StrCat(
+        name(), ": upload_bytes: ", src.size(), " bytes for a tensor of ", dst.nbytes())));
+  }
+  std::memcpy(dst.data, src.data(), src.size());
+}
+
 void CpuBackend::embedding(const Tensor& table, int64_t first_id, float scale, const Tensor& out) {
   if (!f32(table, "embedding", "table") || !f32(out, "embedding", "out")) return;
   cpu::embedding(table.as<float>(), first_id, table.dim(0), table.dim(1), batch_->token_ids.data(),

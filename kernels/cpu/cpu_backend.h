@@ -28,6 +28,7 @@ class CpuBackend final : public Backend {
   absl::Status load_weight(const WeightSource& weights, std::string_view name,
                            const Tensor& dst) override;
   void upload_f32(std::span<const float> src, const Tensor& dst) override;
+  void upload_bytes(std::span<const uint8_t> src, const Tensor& dst) override;
   void copy_to(Backend& to, void* dst, const void* src, size_t bytes) override;
 
   void begin_step(const StepBatch& batch) override;

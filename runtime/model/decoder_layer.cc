@@ -7,12 +7,10 @@
 
 namespace tessera {
 
-absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b,
-                                                const ModelConfig& c, int64_t i,
-                                                const TensorParallelShard& shard) {
+std::array<LinearWeightParts, kLinearProjections> decoder_layer_linear_parts(
+    const ModelConfig& c, int64_t i, const TensorParallelShard& shard) {
   const int64_t h = c.hidden_size, d = c.head_dim;
   const int64_t q_rows = shard.heads * d, kv_rows = shard.kv_heads * d;
-  const int64_t qkv_rows = q_rows + 2 * kv_rows;
   const int64_t inter = shard.intermediate;
   auto name = [i](std::string_view suffix) { return layer_weight_name(i, suffix); };
   const bool fused = c.architecture == "phi3";  // qkv_proj and gate_up_proj stored fused
@@ -29,26 +27,57 @@ absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b
                  : WeightPart{std::move(n), {}, {}};
   };
   const int64_t q_first = shard.first_head * d, kv_first = shard.first_kv_head * d;
+  const int64_t i_first = shard.first_intermediate;
+  const auto shapes = decoder_layer_linear_shapes(c, shard);
+  std::array<LinearWeightParts, kLinearProjections> p;
+  for (int k = 0; k < kLinearProjections; ++k) p[k].shape = shapes[k];
+  auto& qkv = p[static_cast<int>(LinearProjection::kQkv)].parts;
+  auto& gate_up = p[static_cast<int>(LinearProjection::kGateUp)].parts;
+  if (fused && split) {
+    const std::string n = name("self_attn.qkv_proj.weight");
+    qkv = {rows(n, q_first, q_rows), rows(n, kv_first, kv_rows, c.num_heads * d),
+           rows(n, kv_first, kv_rows, (c.num_heads + c.num_kv_heads) * d)};
+    const std::string g = name("mlp.gate_up_proj.weight");
+    gate_up = {rows(g, i_first, inter), rows(g, i_first, inter, c.intermediate_size)};
+  } else if (fused) {
+    qkv = {WeightPart{name("self_attn.qkv_proj.weight"), {}, {}}};
+    gate_up = {WeightPart{name("mlp.gate_up_proj.weight"), {}, {}}};
+  } else {
+    qkv = {rows(name("self_attn.q_proj.weight"), q_first, q_rows),
+           rows(name("self_attn.k_proj.weight"), kv_first, kv_rows),
+           rows(name("self_attn.v_proj.weight"), kv_first, kv_rows)};
+    gate_up = {rows(name("mlp.gate_proj.weight"), i_first, inter),
+               rows(name("mlp.up_proj.weight"), i_first, inter)};
+  }
+  p[static_cast<int>(LinearProjection::kO)].parts = {cols(name("self_attn.o_proj.weight"), q_first, q_rows)};
+  p[static_cast<int>(LinearProjection::kDown)].parts = {cols(name("mlp.down_proj.weight"), i_first, inter)};
+  return p;
+}
+
+absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b,
+                                                const ModelConfig& c, int64_t i,
+                                                const TensorParallelShard& shard,
+                                                const std::array<bool, kLinearProjections>& skip) {
+  const int64_t h = c.hidden_size, d = c.head_dim;
+  const int64_t q_rows = shard.heads * d, kv_rows = shard.kv_heads * d;
+  const int64_t qkv_rows = q_rows + 2 * kv_rows;
+  auto name = [i](std::string_view suffix) { return layer_weight_name(i, suffix); };
+  const bool split = shard.size > 1;
+  auto rows = [split](std::string n, int64_t first, int64_t count) {
+    return split ? WeightPart{std::move(n), IndexRange{first, count}, {}}
+                 : WeightPart{std::move(n), {}, {}};
+  };
+  const int64_t q_first = shard.first_head * d, kv_first = shard.first_kv_head * d;
+  const auto linears = decoder_layer_linear_parts(c, i, shard);
+  auto linear = [&](LinearProjection p, Tensor& out) -> absl::Status {
+    const LinearWeightParts& w = linears[static_cast<int>(p)];
+    if (skip[static_cast<int>(p)]) return absl::OkStatus();
+    TESSERA_ASSIGN_OR_RETURN(out, loader.load_parts(b, w.parts, {w.shape.rows, w.shape.cols}));
+    return absl::OkStatus();
+  };
   DecoderLayer l;
   TESSERA_ASSIGN_OR_RETURN(l.input_layernorm, loader.load(b, {name("input_layernorm.weight")}, {h}));
-  if (fused) {
-    const std::string qkv = name("self_attn.qkv_proj.weight");
-    if (split) {
-      TESSERA_ASSIGN_OR_RETURN(
-          l.qkv, loader.load_parts(b,
-                                   {rows(qkv, q_first, q_rows), rows(qkv, kv_first, kv_rows, c.num_heads * d),
-                                    rows(qkv, kv_first, kv_rows, (c.num_heads + c.num_kv_heads) * d)},
-                                   {qkv_rows, h}));
-    } else {
-      TESSERA_ASSIGN_OR_RETURN(l.qkv, loader.load(b, {qkv}, {qkv_rows, h}));
-    }
-  } else {
-    TESSERA_ASSIGN_OR_RETURN(l.qkv, loader.load_parts(b,
-                                                      {rows(name("self_attn.q_proj.weight"), q_first, q_rows),
-                                                       rows(name("self_attn.k_proj.weight"), kv_first, kv_rows),
-                                                       rows(name("self_attn.v_proj.weight"), kv_first, kv_rows)},
-                                                      {qkv_rows, h}));
-  }
+  TESSERA_RETURN_IF_ERROR(linear(LinearProjection::kQkv, l.qkv));
   if (c.qkv_bias) {
     TESSERA_ASSIGN_OR_RETURN(l.qkv_bias, loader.load_parts(b,
                                                            {rows(name("self_attn.q_proj.bias"), q_first, q_rows),
@@ -60,8 +89,7 @@ absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b
     TESSERA_ASSIGN_OR_RETURN(l.q_norm, loader.load(b, {name("self_attn.q_norm.weight")}, {d}));
     TESSERA_ASSIGN_OR_RETURN(l.k_norm, loader.load(b, {name("self_attn.k_norm.weight")}, {d}));
   }
-  TESSERA_ASSIGN_OR_RETURN(l.o, loader.load_parts(b, {cols(name("self_attn.o_proj.weight"), q_first, q_rows)},
-                                                  {h, q_rows}));
+  TESSERA_RETURN_IF_ERROR(linear(LinearProjection::kO, l.o));
   TESSERA_ASSIGN_OR_RETURN(l.post_attention_layernorm,
                            loader.load(b, {name("post_attention_layernorm.weight")}, {h}));
   if (c.sandwich_norms) {
@@ -70,25 +98,8 @@ absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& b
     TESSERA_ASSIGN_OR_RETURN(l.post_feedforward_layernorm,
                              loader.load(b, {name("post_feedforward_layernorm.weight")}, {h}));
   }
-  const int64_t i_first = shard.first_intermediate;
-  if (fused) {
-    const std::string gate_up = name("mlp.gate_up_proj.weight");
-    if (split) {
-      TESSERA_ASSIGN_OR_RETURN(l.gate_up, loader.load_parts(b,
-                                                            {rows(gate_up, i_first, inter),
-                                                             rows(gate_up, i_first, inter, c.intermediate_size)},
-                                                            {2 * inter, h}));
-    } else {
-      TESSERA_ASSIGN_OR_RETURN(l.gate_up, loader.load(b, {gate_up}, {2 * inter, h}));
-    }
-  } else {
-    TESSERA_ASSIGN_OR_RETURN(l.gate_up, loader.load_parts(b,
-                                                          {rows(name("mlp.gate_proj.weight"), i_first, inter),
-                                                           rows(name("mlp.up_proj.weight"), i_first, inter)},
-                                                          {2 * inter, h}));
-  }
-  TESSERA_ASSIGN_OR_RETURN(l.down, loader.load_parts(b, {cols(name("mlp.down_proj.weight"), i_first, inter)},
-                                                     {h, inter}));
+  TESSERA_RETURN_IF_ERROR(linear(LinearProjection::kGateUp, l.gate_up));
+  TESSERA_RETURN_IF_ERROR(linear(LinearProjection::kDown, l.down));
   return l;
 }
 
@@ -124,6 +135,7 @@ absl::Status check_fp8_linear_shapes(const ModelConfig& c, const TensorParallelS
 absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend& b,
                                             TensorArena& arena,
                                             const std::array<bool, kLinearProjections>& keep,
+                                            const std::array<Tensor, kLinearProjections>& stored,
                                             size_t* bytes) {
   DecoderLayer kept;
   auto quantized = [&](const Tensor& w, Tensor& out) -> absl::Status {
@@ -150,8 +162,12 @@ absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend&
       {LinearProjection::kDown, {&staged.down, &kept.down}}};
   for (const auto& [projection, tensors] : linears) {
     const auto [from, to] = tensors;
-    TESSERA_RETURN_IF_ERROR(keep[static_cast<int>(projection)] ? copied(*from, *to)
-                                                                : quantized(*from, *to));
+    const int p = static_cast<int>(projection);
+    if (stored[p].data != nullptr) {
+      *to = stored[p];  // its bytes were counted when it was loaded
+      continue;
+    }
+    TESSERA_RETURN_IF_ERROR(keep[p] ? copied(*from, *to) : quantized(*from, *to));
   }
   for (auto [from, to] : {std::pair{&staged.input_layernorm, &kept.input_layernorm},
                           std::pair{&staged.qkv_bias, &kept.qkv_bias},

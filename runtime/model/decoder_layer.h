@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
@@ -31,10 +32,12 @@ struct DecoderLayer {
 };
 
 // Loads `shard`'s part of layer `i` of `config`'s family onto `backend` (all of it when the shard
-// is the only rank); the norms are whole on every rank.
+// is the only rank); the norms are whole on every rank. The linear weights `skip` names (by
+// LinearProjection) are left empty (loaded another way: FP8 codes as stored).
 absl::StatusOr<DecoderLayer> load_decoder_layer(WeightLoader& loader, Backend& backend,
                                                 const ModelConfig& config, int64_t i,
-                                                const TensorParallelShard& shard);
+                                                const TensorParallelShard& shard,
+                                                const std::array<bool, kLinearProjections>& skip = {});
 
 // Elements of `shard`'s part of one layer's weights, as load_decoder_layer() stores them.
 int64_t decoder_layer_elements(const ModelConfig& config, const TensorParallelShard& shard);
@@ -45,6 +48,14 @@ struct LinearWeightShape {
 };
 std::array<LinearWeightShape, kLinearProjections> decoder_layer_linear_shapes(
     const ModelConfig& config, const TensorParallelShard& shard);
+// Where a linear weight of layer i comes from: the stored tensors (whole, or `shard`'s rows or
+// columns of them) stacked along the rows into `shape`.
+struct LinearWeightParts {
+  std::vector<WeightPart> parts;
+  LinearWeightShape shape;
+};
+std::array<LinearWeightParts, kLinearProjections> decoder_layer_linear_parts(
+    const ModelConfig& config, int64_t i, const TensorParallelShard& shard);
 
 // Whether every linear weight `quantization: fp8` would keep in FP8 (all but those `keep` names in
 // every layer) has a shape FP8 GEMMs take: rows and columns multiples of 16 (16-byte rows of
@@ -55,11 +66,13 @@ absl::Status check_fp8_linear_shapes(const ModelConfig& config, const TensorPara
 
 // `staged` (loaded in the compute dtype, in memory about to be freed) kept in `arena`: its linear
 // weights quantized to FP8 with one scale per row (Backend::quantize_fp8) but those `keep` says
-// (by LinearProjection), which are copied like every other tensor. Adds the bytes kept to *bytes.
-// Errors: the backend's (its synchronize()).
+// (by LinearProjection), which are copied like every other tensor, and those `stored` holds
+// already (FP8 codes as the checkpoint stores them, in `arena`: staged has none of them). Adds
+// the bytes kept to *bytes. Errors: the backend's (its synchronize()).
 absl::StatusOr<DecoderLayer> keep_layer_fp8(const DecoderLayer& staged, Backend& backend,
                                             TensorArena& arena,
                                             const std::array<bool, kLinearProjections>& keep,
+                                            const std::array<Tensor, kLinearProjections>& stored,
                                             size_t* bytes);
 
 }  // namespace tessera

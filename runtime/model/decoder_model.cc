@@ -269,12 +269,27 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
         TESSERA_ASSIGN_OR_RETURN(w.layers[i], load_decoder_layer(loader, b, c, i, shard));
         continue;
       }
-      // The layer in the compute dtype in memory of its own, then kept quantized.
+      // Linear weights an FP8 checkpoint stores with per-tensor or per-row scales keep their codes
+      // (no second rounding); the rest of the layer is loaded in the compute dtype in memory of
+      // its own, then kept, quantized where not kept in it.
+      std::array<Tensor, kLinearProjections> stored;
+      std::array<bool, kLinearProjections> skip{};
+      const auto parts = decoder_layer_linear_parts(c, i, shard);
+      for (int p = 0; p < kLinearProjections; ++p) {
+        if (kept[p]) continue;
+        TESSERA_ASSIGN_OR_RETURN(
+            std::optional<Tensor> codes,
+            loader.load_fp8_codes(b, parts[p].parts, parts[p].shape.rows, parts[p].shape.cols));
+        if (!codes.has_value()) continue;
+        stored[p] = *codes;
+        skip[p] = true;
+      }
       TensorArena staging;
       WeightLoader staged_loader(loader.weights(), staging);
       TESSERA_ASSIGN_OR_RETURN(const DecoderLayer staged,
-                               load_decoder_layer(staged_loader, b, c, i, shard));
-      TESSERA_ASSIGN_OR_RETURN(w.layers[i], keep_layer_fp8(staged, b, arena_, kept, &weight_bytes_));
+                               load_decoder_layer(staged_loader, b, c, i, shard, skip));
+      TESSERA_ASSIGN_OR_RETURN(w.layers[i],
+                               keep_layer_fp8(staged, b, arena_, kept, stored, &weight_bytes_));
     }
     Stage& stage = stages_[s][rank];
     const std::vector<float> inv_freq = rope_inv_freq(c);

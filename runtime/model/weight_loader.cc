@@ -1,5 +1,6 @@
 #include "runtime/model/weight_loader.h"
 
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -78,6 +79,60 @@ absl::StatusOr<Tensor> WeightLoader::load_parts(Backend& backend,
                                                    " rows, expected ", t.dim(0)));
   }
   bytes_loaded_ += t.nbytes();
+  return t;
+}
+
+absl::StatusOr<std::optional<Tensor>> WeightLoader::load_fp8_codes(
+    Backend& backend, std::span<const WeightPart> parts, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+  std::vector<float> scales(static_cast<size_t>(rows));
+  int64_t row = 0;
+  for (const WeightPart& part : parts) {
+    // The part's bytes: the stored tensor's, or a slice's (its rows, or its columns gathered).
+    std::unique_ptr<WeightSlice> slice;
+    if (!part.whole()) {
+      TESSERA_ASSIGN_OR_RETURN(const RawTensor stored, weights_.raw(part.name));
+      const std::vector<int64_t>& shape = stored.info.shape;
+      if (shape.size() != 2) return std::nullopt;
+      const IndexRange r = part.rows.count == 0 ? IndexRange{0, shape[0]} : part.rows;
+      const IndexRange c = part.cols.count == 0 ? IndexRange{0, shape[1]} : part.cols;
+      TESSERA_ASSIGN_OR_RETURN(slice, WeightSlice::create(weights_, part.name, r, c));
+    }
+    TESSERA_ASSIGN_OR_RETURN(const RawTensor raw,
+                             slice ? slice->raw(part.name) : weights_.raw(part.name));
+    const WeightScales::Kind kind = raw.scales.kind;
+    if (raw.info.dtype != DType::kF8_E4M3 || raw.info.shape.size() != 2 ||
+        (kind != WeightScales::Kind::kTensor && kind != WeightScales::Kind::kRow)) {
+      return std::nullopt;
+    }
+    const int64_t part_rows = raw.info.shape[0];
+    if (raw.info.shape[1] != cols || row + part_rows > rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          weights_.path(), ": tensor ", part.name, " is ", part_rows, " x ", raw.info.shape[1],
+          "; the weight has room for ", rows - row, " more rows of ", cols));
+    }
+    for (int64_t i = 0; i < part_rows * cols; ++i) {
+      const uint8_t code = raw.data[i];
+      if ((code & 0x7f) == 0x7f) {  // e4m3fn's NaN
+        return non_finite_weight_error(absl::StrCat(weights_.path(), ": tensor ", part.name),
+                                       raw, i, DType::kF8_E4M3);
+      }
+      codes[static_cast<size_t>(row * cols + i)] = code;
+    }
+    for (int64_t r = 0; r < part_rows; ++r) scales[static_cast<size_t>(row + r)] = raw.scales.at(r, 0);
+    row += part_rows;
+  }
+  if (row != rows) {
+    return absl::InvalidArgumentError(absl::StrCat(weights_.path(), ": weight ",
+                                                   parts.empty() ? "" : parts.front().name,
+                                                   "... has ", row, " rows, expected ", rows));
+  }
+  TESSERA_ASSIGN_OR_RETURN(Tensor t, arena_.allocate(backend, DType::kF8_E4M3, {rows, cols}));
+  TESSERA_ASSIGN_OR_RETURN(const Tensor scale, arena_.allocate(backend, DType::kF32, {rows}));
+  backend.upload_bytes(codes, t);
+  backend.upload_f32(scales, scale);
+  t.scale = scale.as<float>();
+  bytes_loaded_ += t.nbytes() + scale.nbytes();
   return t;
 }
 

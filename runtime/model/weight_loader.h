@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,6 +52,15 @@ class WeightLoader {
   // may be 0, where the slice is padding only).
   absl::StatusOr<Tensor> load_row_slice(Backend& backend, std::string name, int64_t first,
                                         int64_t count, int64_t rows, int64_t cols);
+  // `parts` stacked into a [rows, cols] FP8 weight (kF8_E4M3 codes, Tensor::scale its [rows] fp32
+  // row scales, both on `backend`) from the codes the checkpoint stores, as they are -- where every
+  // part is stored as F8_E4M3 with a per-tensor or per-row scale; nullopt otherwise (another type,
+  // block scales: load_parts and quantize). A NaN code is an error naming the tensor and element.
+  // The codes are OCP e4m3fn: for a backend whose FP8 is e4m3fn (the only one that keeps FP8
+  // weights today, Backend::supports).
+  absl::StatusOr<std::optional<Tensor>> load_fp8_codes(Backend& backend,
+                                                       std::span<const WeightPart> parts,
+                                                       int64_t rows, int64_t cols);
   // Bytes of every tensor load() has placed.
   size_t bytes_loaded() const { return bytes_loaded_; }
   const WeightSource& weights() const { return weights_; }

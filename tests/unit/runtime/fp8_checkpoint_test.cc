@@ -18,6 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/fp8.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "runtime/model/decoder_layer.h"
+#include "runtime/model/tensor_parallel.h"
+#include "runtime/model/weight_loader.h"
 #include "runtime/model_instance.h"
 #include "runtime/model_io/safetensors_file.h"
 #include "tests/unit/model/safetensors_builder.h"
@@ -154,6 +158,68 @@ TEST(Fp8Checkpoint, LoadsAsItsDequantizedValuesOnTheCpu) {
   }
   std::error_code ec;
   fs::remove_all(tmp, ec);
+}
+
+// The linear weights' codes as the checkpoint stores them (what `quantization: fp8` keeps on a GPU
+// instead of requantizing): each code and row scale of every projection, on one rank and on each
+// of two, gives exactly the value the dequantizing load reads -- the codes are the stored ones.
+TEST(Fp8Checkpoint, LinearWeightsKeepTheirStoredCodesAndRowScales) {
+  const fs::path tmp = fs::path(::testing::TempDir()) /
+                       ("tessera_fp8_codes_" + std::to_string(::getpid()));
+  write_checkpoints(tmp / "fp8", tmp / "dequant");
+  if (HasFatalFailure()) return;
+  auto weights = open_weights((tmp / "fp8").string());
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  const ModelConfig& config = (*weights)->config();
+  CpuBackend cpu(1);
+  TensorArena arena;
+  WeightLoader loader(**weights, arena);
+  for (const int32_t ranks : {1, 2}) {
+    for (int32_t rank = 0; rank < ranks; ++rank) {
+      const TensorParallelShard shard = tensor_parallel_shard(config, rank, ranks);
+      for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+        const auto linears = decoder_layer_linear_parts(config, layer, shard);
+        for (int p = 0; p < kLinearProjections; ++p) {
+          const LinearWeightParts& w = linears[p];
+          auto codes = loader.load_fp8_codes(cpu, w.parts, w.shape.rows, w.shape.cols);
+          ASSERT_TRUE(codes.ok()) << codes.status();
+          ASSERT_TRUE(codes->has_value()) << "layer " << layer << " projection " << p;
+          auto values = loader.load_parts(cpu, w.parts, {w.shape.rows, w.shape.cols});
+          ASSERT_TRUE(values.ok()) << values.status();
+          const Tensor& t = **codes;
+          ASSERT_EQ(t.dtype, DType::kF8_E4M3);
+          ASSERT_NE(t.scale, nullptr);
+          int64_t differ = 0;
+          for (int64_t r = 0; r < w.shape.rows; ++r) {
+            for (int64_t c = 0; c < w.shape.cols; ++c) {
+              const uint8_t code = static_cast<const uint8_t*>(t.data)[r * w.shape.cols + c];
+              const float value = fp8_e4m3fn_to_float(code) * t.scale[r];
+              differ += value != values->as<float>()[r * w.shape.cols + c];
+            }
+          }
+          EXPECT_EQ(differ, 0) << "layer " << layer << " projection " << p << ", rank " << rank
+                               << " of " << ranks;
+        }
+      }
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+}
+
+// A checkpoint whose weights are not FP8 has no codes to keep: the caller quantizes.
+TEST(Fp8Checkpoint, UnquantizedWeightsHaveNoStoredCodes) {
+  auto weights = open_weights((kFixture / "hf").string());
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  CpuBackend cpu(1);
+  TensorArena arena;
+  WeightLoader loader(**weights, arena);
+  const auto linears = decoder_layer_linear_parts((*weights)->config(), 0,
+                                                  tensor_parallel_shard((*weights)->config(), 0, 1));
+  const LinearWeightParts& qkv = linears[static_cast<int>(LinearProjection::kQkv)];
+  auto codes = loader.load_fp8_codes(cpu, qkv.parts, qkv.shape.rows, qkv.shape.cols);
+  ASSERT_TRUE(codes.ok()) << codes.status();
+  EXPECT_FALSE(codes->has_value());
 }
 
 }  // namespace
