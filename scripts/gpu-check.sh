@@ -82,7 +82,14 @@ set -uo pipefail
 
 stage=${1:?usage: scripts/gpu-check.sh kernels|attn|ab|families|families8b|e2e|default|multi|tuning|graphs|gemm|dtypes|overlap|overlap_serve|load|tp|fp8 [BUNDLE_DIR]}
 bundle=${2:-.bundle}
-out=${OUT:-gpu-check-out}
+# On the device tool, $OUT brings back only a few files: every log and JSON goes to a folder of
+# its own, packed into one $OUT/gpu-check-STAGE.tar.xz at exit.
+if [[ -n ${OUT:-} ]]; then
+  out=$(mktemp -d /tmp/gpu-check-out.XXXXXX)
+  trap 'tar -C "$out" -cJf "$OUT/gpu-check-$stage.tar.xz" .' EXIT
+else
+  out=gpu-check-out
+fi
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
