@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs ON the GPU host, from the repository root, with a bundle made by deploy/bundle.sh (the
 # binaries tessera, tesserad, gpu_kernel_tests, dump_logits; the reference scripts of
-# ../shared/anchors copied to BUNDLE/anchors). Logs and JSON under $OUT (or ./gpu-check-out); a
-# short table last. One stage per device call, so each fits the call's time limit:
+# ../shared/anchors copied to BUNDLE/anchors). Logs and JSON packed into
+# $OUT/gpu-check-STAGE.tar.xz (or left in ./gpu-check-out without $OUT); a short table last. One stage per device call, so each fits the call's time limit:
 #
 #   kernels  GPU kernel tests (every op vs the CPU backend; the attention tests once more with the
 #            mma.sync prefill kernel that H100s otherwise skip); `tessera bench kernels` beside the
