@@ -92,6 +92,7 @@ TEST(DaemonConfig, InvalidValuesNameKeyValueOriginAndWhatIsAllowed) {
       {{"--max-message-bytes", "10"}, {"max_message_bytes", "[1KiB, 1GiB]"}},
       {{"--threads", "-1"}, {"threads", "-1"}},
       {{"--quantization", "int4"}, {"quantization", "int4", "none, fp8"}},
+      {{"--kv-cache-dtype", "fp16"}, {"kv_cache_dtype", "fp16", "auto, fp8"}},
       {{"--quantization-keep", "down_proj"},
        {"quantization_keep", "down_proj", "qkv, o, gate_up, down, layers.N"}},
       {{"--model", ""}, {"model"}},
@@ -204,6 +205,18 @@ TEST(DaemonConfig, AdmissionHeadroomReachesTheEngine) {
   absl::StatusOr<CommandLine> cl = parse({"--admission-headroom-steps", "0"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(instance_options(cl->config).engine.admission_headroom_steps, 0);
+}
+
+TEST(DaemonConfig, QuantizationAndKvCacheDtypeReachTheInstance) {
+  EXPECT_EQ(instance_options(DaemonConfig()).kv_cache_dtype, KvCacheDtype::kAuto);
+  EXPECT_EQ(instance_options(DaemonConfig()).quantization, Quantization::kNone);
+  absl::StatusOr<CommandLine> cl = parse({"--kv-cache-dtype", "fp8", "--quantization", "fp8"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(instance_options(cl->config).kv_cache_dtype, KvCacheDtype::kFp8);
+  EXPECT_EQ(instance_options(cl->config).quantization, Quantization::kFp8);
+  DaemonConfig from_file;
+  ASSERT_TRUE(apply_config_yaml(from_file, "kv_cache_dtype: fp8\n", "test.yaml").ok());
+  EXPECT_EQ(instance_options(from_file).kv_cache_dtype, KvCacheDtype::kFp8);
 }
 
 TEST(DaemonConfig, DtypeTakesTheLongAndShortNamesAndBecomesTheBackendsDtype) {
