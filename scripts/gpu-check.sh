@@ -409,6 +409,40 @@ for c in json.load(open(sys.argv[1])):
     print("ids:" + ",".join(map(str, c["ids"])) + "|" + ",".join(map(str, c["greedy"])))' "$1"
 }
 
+# dump_logits runs LABEL=FILE (the plain prompts, then forced_prompts of the base's) against the
+# base FILE $1: how much of the base's greedy continuation each keeps, where its argmax agrees
+# with the base's forced tokens, the misses off a near tie (where the run's own top-2 margin is
+# beyond 4x the RMS difference of the two runs' logits: not a near tie of a random model), and the
+# logits' relative error. With MAX_REL_ERR set, fails where a run exceeds it or misses off a tie.
+compare_to_base() {
+  python3 - "$@" <<'PY'
+import json, math, os, sys
+base = json.load(open(sys.argv[1]))
+limit = float(os.environ["MAX_REL_ERR"]) if os.environ.get("MAX_REL_ERR") else None
+n = len(base)
+print("run        prompt  tokens  greedy_same_prefix  forced_argmax_agree  misses_off_a_near_tie  logits_rel_err")
+ok = True
+for arg in sys.argv[2:]:
+    label, path = arg.split("=", 1)
+    run = json.load(open(path))
+    for i in range(n):
+        a, b, f = base[i], run[i], run[n + i]
+        same = next((k for k, (x, y) in enumerate(zip(a["greedy"], b["greedy"])) if x != y), len(a["greedy"]))
+        agree = sum(x == y for x, y in zip(f["forced_argmax"], a["greedy"]))
+        num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["logits"], b["logits"])))
+        den = math.sqrt(sum(x * x for x in a["logits"]))
+        noise = num / math.sqrt(len(a["logits"]))
+        hard = sum(x != y and m >= 4 * noise
+                   for x, y, m in zip(f["forced_argmax"], a["greedy"], f["forced_margin"]))
+        g = len(a["greedy"])
+        print(f"{label:10s} {i:6d}  {len(a['ids']):6d}  {same:2d}/{g}               {agree:2d}/{g}"
+              f"                {hard:2d}                     {num / den:.2e}")
+        if limit is not None:
+            ok &= num / den <= limit and hard == 0
+sys.exit(0 if ok else 1)
+PY
+}
+
 # One GPU's greedy tokens on the 8B-shaped model, then forced through TP2 and TP4: where each
 # split's argmax agrees, and the logits' error.
 tp_forced() {
@@ -424,32 +458,10 @@ tp_forced() {
         "${prompts[@]}" "${forced[@]}" > "$out/tp_$tp.log" 2>&1 \
         || { echo "dump_logits TP$tp failed"; tail -5 "$out/tp_$tp.log"; status=1; }
     done
-    python3 - "$out"/tp_{one,2,4}.json <<'PY' || status=1
-import json, math, sys
-one, *splits = (json.load(open(p)) for p in sys.argv[1:])
-n = len(one)
-print("split  prompt  tokens  greedy_same_prefix  forced_argmax_agree  misses_off_a_near_tie  logits_rel_err_vs_1gpu")
-ok = True
-for name, runs in zip(("TP2", "TP4"), splits):
-    for i in range(n):
-        a, b, f = one[i], runs[i], runs[n + i]
-        same = next((k for k, (x, y) in enumerate(zip(a["greedy"], b["greedy"])) if x != y), len(a["greedy"]))
-        agree = sum(x == y for x, y in zip(f["forced_argmax"], a["greedy"]))
-        num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["logits"], b["logits"])))
-        den = math.sqrt(sum(x * x for x in a["logits"]))
-        # A miss is excused where the split's own top-2 margin is within the noise between the two
-        # runs' logits (4x their RMS difference per logit): a near tie of this random model.
-        noise = num / math.sqrt(len(a["logits"]))
-        hard = sum(x != y and m >= 4 * noise
-                   for x, y, m in zip(f["forced_argmax"], a["greedy"], f["forced_margin"]))
-        print(f"{name:5s}  {i:6d}  {len(a['ids']):6d}  {same:2d}/{len(a['greedy'])}"
-              f"               {agree:2d}/{len(a['greedy'])}                {hard:2d}"
-              f"                     {num / den:.2e}")
-        # bf16 partial sums added in another order: bf16 noise (one GPU's own bf16 logits are
-        # ~5e-2 from fp32 on this model); a wrong split would be ~1 and miss far from ties.
-        ok &= num / den <= 1e-1 and hard == 0
-sys.exit(0 if ok else 1)
-PY
+    # bf16 partial sums added in another order: bf16 noise (one GPU's own bf16 logits are ~5e-2
+    # from fp32 on this model); a wrong split would be ~1 and miss far from ties.
+    MAX_REL_ERR=1e-1 compare_to_base "$out/tp_one.json" TP2="$out/tp_2.json" TP4="$out/tp_4.json" \
+      || status=1
     grep -h -B1 -A4 "tensor_parallel_size=" "$out"/tp_4.log | head -8
     grep -h "collectives" "$out"/tp_4.log | head -1
 }
@@ -857,20 +869,8 @@ fp8_logits() {
   TESSERA_BACKEND=gpu TESSERA_QUANTIZATION=fp8 TESSERA_KV_CACHE_DTYPE=fp8 "$bundle/bin/dump_logits" \
     "$model" "$out/fp8_fp8kv.json" "${prompts[@]}" "${forced[@]}" > "$out/fp8_fp8kv.log" 2>&1 \
     || { echo "dump_logits fp8 + fp8 kv failed"; tail -5 "$out/fp8_fp8kv.log"; status=1; return; }
-  python3 - "$out"/fp8_{bf16,fp8,fp8kv}.json <<'PY' || status=1
-import json, math, sys
-base, *runs = (json.load(open(p)) for p in sys.argv[1:])
-n = len(base)
-print("weights+kv  prompt  tokens  greedy_same_prefix  forced_argmax_agree  logits_rel_err_vs_bf16")
-for label, run in zip(("fp8", "fp8+fp8kv"), runs):
-    for i in range(n):
-        a, b, f = base[i], run[i], run[n + i]
-        same = next((k for k, (x, y) in enumerate(zip(a["greedy"], b["greedy"])) if x != y), len(a["greedy"]))
-        agree = sum(x == y for x, y in zip(f["forced_argmax"], a["greedy"]))
-        num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["logits"], b["logits"])))
-        den = math.sqrt(sum(x * x for x in a["logits"]))
-        print(f"{label:10s}  {i:6d}  {len(a['ids']):6d}  {same:2d}/{len(a['greedy'])}               {agree:2d}/{len(a['greedy'])}                {num / den:.2e}")
-PY
+  compare_to_base "$out/fp8_bf16.json" fp8="$out/fp8_fp8.json" fp8+fp8kv="$out/fp8_fp8kv.json" \
+    || status=1
 }
 
 # The default model's perplexity (DEFAULT_MODEL) on six license texts Debian ships in
