@@ -9,6 +9,7 @@
 #define TESSERA_GPU_KERNELS_ONLY
 #include <cfloat>
 
+#include "kernels/fp8_quantize.h"
 #include "kernels/gpu_ops.h"
 #include "kernels/launch.h"
 
@@ -152,8 +153,7 @@ template <typename T>
 __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cache,
                                  int32_t block_size, DeviceStep step, int32_t num_heads,
                                  int32_t num_kv_heads, int32_t head_dim, float scale,
-                                 float softcap, int32_t window, bool skip_decode,
-                                 int32_t seq_begin, int32_t seq_end, T* out) {
+                                 float softcap, int32_t window, bool skip_decode, T* out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   __shared__ float q_s[kMaxHeadDim];
@@ -166,7 +166,6 @@ __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cach
   const int64_t width = static_cast<int64_t>(num_heads + 2 * num_kv_heads) * head_dim;
   const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * head_dim;
   const int32_t seq = step.seq_of[t];
-  if (seq < seq_begin || seq >= seq_end) return;
   if (skip_decode && step.query_start[seq + 1] - step.query_start[seq] == 1) return;
   const int32_t* table = step.block_tables + static_cast<int64_t>(seq) * step.max_blocks;
   const int32_t n_keys = step.positions[t] + 1;  // causal by position
@@ -233,16 +232,6 @@ __global__ void attention_kernel(const T* qkv, const T* k_cache, const T* v_cach
   }
 }
 
-// The value of e4m3 code `code` under an exponent bias of `bias` (7: e4m3fn, 8: e4m3fnuz), built
-// in integers (exact, subnormals included, whatever the fp32 denormal mode). NaN codes are not
-// special-cased: the cache holds codes of finite values.
-__device__ __forceinline__ float e4m3_value(uint32_t code, int bias) {
-  const uint32_t e = (code >> 3) & 0xfu, m = code & 0x7u;
-  const float mag = e == 0 ? static_cast<float>(m) * exp2f(static_cast<float>(1 - bias - 3))
-                           : __uint_as_float(((e + 127u - bias) << 23) | (m << 20));
-  return (code & 0x80u) != 0 ? -mag : mag;
-}
-
 constexpr int kWidenThreads = 256;
 constexpr int kWidenCodes = 8;  // per thread and pass: one 8-byte load, one 16-byte store
 
@@ -253,7 +242,7 @@ template <typename T>
 __global__ void __launch_bounds__(kWidenThreads)
     widen_kv_context_kernel(const uint8_t* __restrict__ k_codes,
                             const uint8_t* __restrict__ v_codes, float k_scale, float v_scale,
-                            int bias, int32_t block_size, DeviceStep step,
+                            Fp8Encoding enc, int32_t block_size, DeviceStep step,
                             const int32_t* __restrict__ scratch_tables, int64_t kv_row,
                             T* __restrict__ k_out, T* __restrict__ v_out) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
@@ -276,10 +265,10 @@ __global__ void __launch_bounds__(kWidenThreads)
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
       const uint32_t q = words[w];
-      packed[2 * w] = Element<T>::pack(e4m3_value(q & 0xffu, bias) * scale,
-                                       e4m3_value((q >> 8) & 0xffu, bias) * scale);
-      packed[2 * w + 1] = Element<T>::pack(e4m3_value((q >> 16) & 0xffu, bias) * scale,
-                                           e4m3_value(q >> 24, bias) * scale);
+      packed[2 * w] = Element<T>::pack(fp8_e4m3_value(q & 0xffu, enc) * scale,
+                                       fp8_e4m3_value((q >> 8) & 0xffu, enc) * scale);
+      packed[2 * w + 1] = Element<T>::pack(fp8_e4m3_value((q >> 16) & 0xffu, enc) * scale,
+                                           fp8_e4m3_value(q >> 24, enc) * scale);
     }
     *reinterpret_cast<uint4*>((is_v ? v_out : k_out) + dst + e) =
         make_uint4(packed[0], packed[1], packed[2], packed[3]);
@@ -300,7 +289,7 @@ gpuError_t widen_kv_context(const Fp8KvPools& pools, int32_t block_size, const D
   const dim3 grid(static_cast<unsigned>((max_context + block_size - 1) / block_size),
                   static_cast<unsigned>(step.num_prefill_seqs));
   return launch(widen_kv_context_kernel<T>, grid, dim3(kWidenThreads), 0, stream, pools.k,
-                pools.v, pools.k_scale, pools.v_scale, fp8_detail::format(pools.encoding).bias,
+                pools.v, pools.k_scale, pools.v_scale, pools.encoding,
                 block_size, step, scratch_tables, kv_row, k_out, v_out);
 }
 
@@ -333,8 +322,7 @@ template <typename T>
 gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                              const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
                              int32_t head_dim, float scale, float softcap, int32_t window,
-                             bool skip_decode, int32_t seq_begin, int32_t seq_end, T* out,
-                             gpuStream_t stream) {
+                             bool skip_decode, T* out, gpuStream_t stream) {
   if (step.num_tokens <= 0) return gpuSuccess;
   if (head_dim > kMaxHeadDim || num_kv_heads <= 0 || num_heads % num_kv_heads != 0) {
     return gpuErrorInvalidValue;
@@ -342,7 +330,7 @@ gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, i
   const dim3 grid(static_cast<unsigned>(step.num_tokens), static_cast<unsigned>(num_heads));
   return launch(attention_kernel<T>, grid, dim3(kAttnWarps * kWarpSize), 0, stream, qkv, k_cache,
                 v_cache, block_size, step, num_heads, num_kv_heads, head_dim, scale, softcap, window,
-                skip_decode, seq_begin, seq_end, out);
+                skip_decode, out);
 }
 
 #define TESSERA_ATTENTION_LAUNCHERS(T)                                                           \
@@ -353,7 +341,7 @@ gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, i
                                        const int32_t*, int32_t, int32_t, T*, T*, gpuStream_t);    \
   template gpuError_t attention_generic(const T*, const T*, const T*, int32_t, const DeviceStep&, \
                                         int32_t, int32_t, int32_t, float, float, int32_t, bool,   \
-                                        int32_t, int32_t, T*, gpuStream_t);
+                                        T*, gpuStream_t);
 TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_ATTENTION_LAUNCHERS)
 #undef TESSERA_ATTENTION_LAUNCHERS
 

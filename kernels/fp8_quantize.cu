@@ -146,18 +146,6 @@ __global__ void __launch_bounds__(kThreads)
   quantize_range(x, cols, scale, enc, out, threadIdx.x, kThreads);
 }
 
-// An e4m3 code's value (fn or fnuz; codes of the quantizers never hold e5m2), NaN codes NaN.
-__device__ __forceinline__ float decode_e4m3(uint8_t code, Fp8Encoding enc) {
-  const uint32_t mag = code & 0x7fu, exp = mag >> 3, mant = mag & 7u;
-  const bool fnuz = enc == Fp8Encoding::kE4M3FNUZ;
-  if (fnuz ? code == 0x80u : mag == 0x7fu) return __uint_as_float(0x7fc00000u);
-  const int bias = fnuz ? 8 : 7;
-  // Subnormal: mant * 2^(1 - bias - 3); normal: the exponent rebiased to fp32's 127.
-  const float v = exp == 0 ? static_cast<float>(mant) * __uint_as_float((125u - bias) << 23)
-                           : __uint_as_float(((exp + 127u - bias) << 23) | (mant << 20));
-  return (code & 0x80u) ? -v : v;
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     dequantize_kernel(const uint8_t* __restrict__ q, int64_t rows, int64_t cols, Fp8Encoding enc,
@@ -166,7 +154,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < count;
        i += stride) {
-    x[i] = from_float<T>(decode_e4m3(q[i], enc) * scales[per_row ? i / cols : 0]);
+    x[i] = from_float<T>(fp8_e4m3_value(q[i], enc) * scales[per_row ? i / cols : 0]);
   }
 }
 

@@ -43,6 +43,22 @@ inline uint8_t fp8_quantize_reference(float x, float scale, Fp8Encoding enc) {
   return float_to_fp8(enc, x != x ? x : x / scale);
 }
 
+// An e4m3 code's value (fn or fnuz, by `enc`), built in integers (exact, subnormals included,
+// whatever the fp32 denormal mode), NaN codes NaN: the decoder of device code (dequantize_fp8,
+// the FP8 KV cache's widening), base/fp8.h's fp8_to_float on the host.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+__device__ __forceinline__ float fp8_e4m3_value(uint8_t code, Fp8Encoding enc) {
+  const uint32_t mag = code & 0x7fu, exp = mag >> 3, mant = mag & 7u;
+  const bool fnuz = enc == Fp8Encoding::kE4M3FNUZ;
+  if (fnuz ? code == 0x80u : mag == 0x7fu) return __uint_as_float(0x7fc00000u);
+  const int bias = fnuz ? 8 : 7;
+  // Subnormal: mant * 2^(1 - bias - 3); normal: the exponent rebiased to fp32's 127.
+  const float v = exp == 0 ? static_cast<float>(mant) * __uint_as_float((125u - bias) << 23)
+                           : __uint_as_float(((exp + 127u - bias) << 23) | (mant << 20));
+  return (code & 0x80u) ? -v : v;
+}
+#endif
+
 // Device scratch of quantize_fp8_per_tensor (zeroed by the call itself).
 inline constexpr size_t kFp8PerTensorScratchBytes = 8;
 

@@ -509,16 +509,12 @@ void GpuBackend::plan_widened_prefill(const StepBatch& batch, std::span<int32_t>
       part = WidenedPart{};
       used = 0;
     }
-    if (part.count == 0) {
-      part.first = i;
-      part.seq_begin = s;
-    }
+    if (part.count == 0) part.first = i;
     int32_t* row = tables.data() + static_cast<size_t>(s) * batch.max_blocks;
     for (int32_t b = 0; b < blocks; ++b) row[b] = used + b;
     used += blocks;
     ++part.count;
     part.max_context = std::max(part.max_context, context);
-    part.seq_end = s + 1;
   }
   if (part.count > 0) widened_parts_.push_back(part);
 }
@@ -529,6 +525,7 @@ void GpuBackend::begin_step(const StepBatch& batch) {
   if (!moved.ok()) {
     record_error(moved.status());
     step_ = gpu::DeviceStep{};
+    widened_parts_.clear();  // the ops queued next read the empty step: nothing to widen
     return;
   }
   upload_step(batch, step_mem_);
@@ -544,6 +541,7 @@ void GpuBackend::begin_graph_step(const StepBatch& batch, int32_t max_context) {
   if (!moved.ok()) {
     record_error(moved.status());
     step_ = gpu::DeviceStep{};
+    widened_parts_.clear();  // the ops queued next read the empty step: nothing to widen
     return;
   }
   if (*moved) ++graph_generation_;
@@ -614,18 +612,22 @@ void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
   record_error(gemm_->run(solution, shape, x.data, w.data, out.data, stream_));
 }
 
-absl::Status GpuBackend::supports(Quantization q) const {
-  if (q == Quantization::kNone) return absl::OkStatus();
+absl::Status GpuBackend::fp8_available(std::string_view key) const {
 #if defined(TESSERA_CUDA)
   if (compute_capability_ >= 89) return absl::OkStatus();
   return absl::FailedPreconditionError(str_cat(
-      "quantization: fp8 needs FP8 tensor cores (compute capability 8.9 or later); ", name_,
-      " has ", compute_capability_ / 10, ".", compute_capability_ % 10));
+      key, ": fp8 needs FP8 tensor cores (compute capability 8.9 or later); ", name_, " has ",
+      compute_capability_ / 10, ".", compute_capability_ % 10));
 #else
   return absl::FailedPreconditionError(str_cat(
-      "quantization: fp8 is not available on ROCm yet (", name_,
-      "): the hipBLASLt FP8 path is built but has not run on a CDNA3 GPU"));
+      key, ": fp8 is not available on ROCm yet (", name_,
+      "): the FP8 paths are built but have not run on a CDNA3 GPU"));
 #endif
+}
+
+absl::Status GpuBackend::supports(Quantization q) const {
+  if (q == Quantization::kNone) return absl::OkStatus();
+  return fp8_available("quantization");
 }
 
 absl::Status GpuBackend::prepare_kv_cache(DType dtype, const AttentionShape& shape,
@@ -636,23 +638,14 @@ absl::Status GpuBackend::prepare_kv_cache(DType dtype, const AttentionShape& sha
   if (dtype != DType::kF8_E4M3) {
     return Backend::prepare_kv_cache(dtype, shape, block_size, max_context);
   }
-#if defined(TESSERA_CUDA)
-  if (compute_capability_ < 89) {
-    return absl::FailedPreconditionError(str_cat(
-        "kv_cache_dtype: fp8 needs FP8 (compute capability 8.9 or later); ", name_, " has ",
-        compute_capability_ / 10, ".", compute_capability_ % 10));
-  }
-#else
-  return absl::FailedPreconditionError(str_cat(
-      "kv_cache_dtype: fp8 is not available on ROCm yet (", name_,
-      "): its FP8 kernels are built but have not run on a CDNA3 GPU"));
-#endif
+  TESSERA_RETURN_IF_ERROR(fp8_available("kv_cache_dtype"));
   const int32_t group = shape.num_kv_heads > 0 ? shape.num_heads / shape.num_kv_heads : 0;
   if (shape.num_kv_heads <= 0 || shape.num_heads % shape.num_kv_heads != 0 ||
-      !gpu::decode_kernel_supported(shape.head_dim, group)) {
+      !gpu::decode_kernel_supported(shape.head_dim, group) ||
+      !gpu::prefill_kernel_supported(shape.head_dim)) {
     return absl::InvalidArgumentError(str_cat(
         "kv_cache_dtype: fp8 needs head_dim 64, 128 or 256 and at most ", gpu::kMaxDecodeGroup,
-        " query heads per KV head (the FP8 decode kernel's); the model has head_dim ",
+        " query heads per KV head (the fast attention kernels'); the model has head_dim ",
         shape.head_dim, ", ", shape.num_heads, " query and ", shape.num_kv_heads, " KV heads"));
   }
   if (block_size <= 0 || max_context <= 0) {
@@ -824,8 +817,8 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
   const float scale = spec.scale;
   const bool fast_decode = kvh > 0 && h % kvh == 0 && gpu::decode_kernel_supported(d, h / kvh);
   const bool fast_prefill = fast_decode && gpu::prefill_kernel_supported(d);
-  if (kv_fp8_ && (!fast_decode || bs != kv_block_size_ || kvh * d != kv_row_)) {
-    // prepare_kv_cache refused shapes the decode kernel does not take.
+  if (kv_fp8_ && (!fast_prefill || bs != kv_block_size_ || kvh * d != kv_row_)) {
+    // prepare_kv_cache refused shapes the fast kernels do not take.
     record_error(absl::InvalidArgumentError(str_cat(
         name_, ": attention: an FP8 KV cache of blocks of ", bs, " tokens, head_dim ", d, ", ", h,
         " query and ", kvh, " KV heads is not the one prepared")));
@@ -834,7 +827,7 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
     const T* q = elements<T>(qkv);
     if (kv_fp8_) {
-      return attend_fp8_prefill(q, fp8_pools(cache), shape, spec, fast_prefill, elements<T>(out));
+      return attend_fp8_prefill(q, fp8_pools(cache), shape, spec, elements<T>(out));
     }
     const T *k = elements<T>(cache.k), *v = elements<T>(cache.v);
     return fast_prefill ? gpu::attention_prefill(q, k, v, bs, step_, h, kvh, d, scale,
@@ -842,8 +835,8 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
                                                  elements<T>(out), stream_)
                         : gpu::attention_generic(q, k, v, bs, step_, h, kvh, d, scale,
                                                  spec.softcap, spec.window,
-                                                 /*skip_decode=*/fast_decode, 0, step_.num_seqs,
-                                                 elements<T>(out), stream_);
+                                                 /*skip_decode=*/fast_decode, elements<T>(out),
+                                                 stream_);
   })));
   if (!fast_decode || step_.num_decode_seqs == 0) return;
   mark("attention (decode)");
@@ -874,7 +867,7 @@ void GpuBackend::attention(const Tensor& qkv, const KvLayerView& cache, Attentio
 template <typename T>
 gpuError_t GpuBackend::attend_fp8_prefill(const T* qkv, const gpu::Fp8KvPools& pools,
                                           AttentionShape shape, const AttentionSpec& spec,
-                                          bool fast_prefill, T* out) {
+                                          T* out) {
   const int32_t bs = kv_block_size_, h = shape.num_heads, kvh = shape.num_kv_heads,
                 d = shape.head_dim;
   T* k_widened = static_cast<T*>(kv_widened_.data());
@@ -887,12 +880,8 @@ gpuError_t GpuBackend::attend_fp8_prefill(const T* qkv, const gpu::Fp8KvPools& p
                                            d, k_widened, v_widened, stream_);
     if (err != gpuSuccess) return err;
     part.block_tables = widened_tables_;
-    err = fast_prefill
-              ? gpu::attention_prefill(qkv, k_widened, v_widened, bs, part, h, kvh, d, spec.scale,
-                                       /*causal=*/true, spec.softcap, spec.window, out, stream_)
-              : gpu::attention_generic(qkv, k_widened, v_widened, bs, part, h, kvh, d, spec.scale,
-                                       spec.softcap, spec.window, /*skip_decode=*/true,
-                                       p.seq_begin, p.seq_end, out, stream_);
+    err = gpu::attention_prefill(qkv, k_widened, v_widened, bs, part, h, kvh, d, spec.scale,
+                                 /*causal=*/true, spec.softcap, spec.window, out, stream_);
     if (err != gpuSuccess) return err;
   }
   return gpuSuccess;

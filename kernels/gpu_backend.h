@@ -107,6 +107,8 @@ class GpuBackend final : public Backend {
   // any other tensor (the host path converts it then).
   absl::StatusOr<bool> load_weight_on_device(const WeightSource& weights, std::string_view name,
                                              const Tensor& dst);
+  // OK where this GPU computes in FP8 (sm_89+; not yet ROCm), else why not, naming `key`.
+  absl::Status fp8_available(std::string_view key) const;
   // Grows the split-KV decode partials (fp32) to at least `floats`.
   absl::Status ensure_decode_workspace(size_t floats);
   // Starts the op profile's next op (TESSERA_PROFILE_OPS=1; nothing otherwise).
@@ -137,10 +139,10 @@ class GpuBackend final : public Backend {
   // scratch together, and fills `tables` ([num_seqs, max_blocks]) with their scratch blocks.
   void plan_widened_prefill(const StepBatch& batch, std::span<int32_t> tables);
   // Prefill attention over an FP8 cache: each part's context widened into the scratch, then the
-  // 16-bit prefill kernel (or the generic one) over it.
+  // 16-bit prefill kernel over it.
   template <typename T>
   gpuError_t attend_fp8_prefill(const T* qkv, const gpu::Fp8KvPools& pools, AttentionShape shape,
-                                const AttentionSpec& spec, bool fast_prefill, T* out);
+                                const AttentionSpec& spec, T* out);
   // The cache's pools as the FP8 kernels take them.
   gpu::Fp8KvPools fp8_pools(const KvLayerView& cache) const;
 
@@ -205,9 +207,9 @@ class GpuBackend final : public Backend {
   DeviceBuffer kv_widened_;
   int32_t kv_widened_blocks_ = 0;
   // The step's parts: prefill sequences [first, first + count) of step_.prefill_seqs whose
-  // contexts fit the scratch together, the longest of them, and their sequence range.
+  // contexts fit the scratch together, and the longest of them.
   struct WidenedPart {
-    int32_t first = 0, count = 0, max_context = 0, seq_begin = 0, seq_end = 0;
+    int32_t first = 0, count = 0, max_context = 0;
   };
   std::vector<WidenedPart> widened_parts_;
   const int32_t* widened_tables_ = nullptr;  // device: the parts' scratch block tables

@@ -130,14 +130,11 @@ gpuError_t widen_kv_context(const Fp8KvPools& pools, int32_t block_size, const D
 // kernel.
 inline constexpr int kMaxHeadDim = 256;
 inline constexpr int kMaxDecodeGroup = 8;
-// Only the tokens of sequences seq_begin .. seq_end - 1 are attended (a part of the step whose
-// keys were widened into a scratch cache; 0 and num_seqs: all).
 template <typename T>
 gpuError_t attention_generic(const T* qkv, const T* k_cache, const T* v_cache, int32_t block_size,
                              const DeviceStep& step, int32_t num_heads, int32_t num_kv_heads,
                              int32_t head_dim, float scale, float softcap, int32_t window,
-                             bool skip_decode, int32_t seq_begin, int32_t seq_end, T* out,
-                             gpuStream_t stream);
+                             bool skip_decode, T* out, gpuStream_t stream);
 
 // attention_prefill.cu: the prefill sequences of the step (causal = false only for benchmarks).
 bool prefill_kernel_supported(int32_t head_dim);
