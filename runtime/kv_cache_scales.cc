@@ -85,16 +85,14 @@ absl::StatusOr<std::vector<LayerKvScales>> calibrate_kv_scales(ForwardModel& mod
         cache.allocator().num_free(), " free blocks of ", block_size, " tokens)"));
   }
   const int32_t chunk = std::max(1, model.limits().max_batch_tokens);
-  std::vector<float> logits(static_cast<size_t>(model.vocab_size()));
-  // The prefill, measuring each layer's largest |k| and |v| before they are quantized.
+  // The prefill (no logits wanted), measuring each layer's largest |k| and |v| before they are
+  // quantized.
   auto measure = [&]() -> absl::StatusOr<std::vector<std::pair<float, float>>> {
     TESSERA_RETURN_IF_ERROR(cache.start_calibration());
     absl::Status status;
     for (int32_t first = 0; first < len && status.ok(); first += chunk) {
       const int32_t count = std::min(chunk, len - first);
-      StepBatch batch = sequence_chunk(table, block_size, tokens, first, count);
-      batch.logits_rows = {count - 1};
-      status = model.forward(batch, cache, logits);
+      status = model.forward(sequence_chunk(table, block_size, tokens, first, count), cache, {});
     }
     absl::StatusOr<std::vector<std::pair<float, float>>> amax = cache.finish_calibration();
     TESSERA_RETURN_IF_ERROR(status);

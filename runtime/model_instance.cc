@@ -141,14 +141,6 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
     return absl::InvalidArgumentError(str_cat("tensor_parallel_size: ", tp, " does not divide the ",
                                               backends.size(), " devices listed into stages"));
   }
-  // quantization: every device must keep its weights that way (refused before any is read).
-  for (const DeviceBackend& d : backends) {
-    TESSERA_RETURN_IF_ERROR(d.backend->supports(options.quantization));
-  }
-  if (!options.quantization_keep.empty() && options.quantization == Quantization::kNone) {
-    spdlog::warn("quantization_keep \"{}\" has no effect: quantization is none",
-                 options.quantization_keep.text());
-  }
   const DType dtype = backends.front().backend->compute_dtype();
   const DType kv_dtype =
       options.kv_cache_dtype == KvCacheDtype::kFp8 ? DType::kF8_E4M3 : dtype;
@@ -205,6 +197,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
                            DecoderModel::load(inst->files_.weights(), segments, options.quantization,
                                               options.quantization_keep));
   inst->family_ = family.get();
+  // (A keep list naming layers the model lacks was refused by the load: no warning before that.)
+  if (!options.quantization_keep.empty() && options.quantization == Quantization::kNone) {
+    spdlog::warn("quantization_keep \"{}\" has no effect: quantization is none",
+                 options.quantization_keep.text());
+  }
   TESSERA_ASSIGN_OR_RETURN(inst->runner_, StepRunner::create(std::move(family), segments,
                                                              options.limits, execution));
 

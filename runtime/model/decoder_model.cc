@@ -275,7 +275,7 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
       std::array<Tensor, kLinearProjections> stored;
       std::array<bool, kLinearProjections> skip{};
       const auto parts = decoder_layer_linear_parts(c, i, shard);
-      for (int p = 0; p < kLinearProjections; ++p) {
+      for (int p = 0; p < kLinearProjections && c.quantization.quantized(); ++p) {
         if (kept[p]) continue;
         TESSERA_ASSIGN_OR_RETURN(
             std::optional<Tensor> codes,

@@ -89,21 +89,20 @@ absl::StatusOr<std::optional<Tensor>> WeightLoader::load_fp8_codes(
   int64_t row = 0;
   for (const WeightPart& part : parts) {
     // The part's bytes: the stored tensor's, or a slice's (its rows, or its columns gathered).
-    std::unique_ptr<WeightSlice> slice;
-    if (!part.whole()) {
-      TESSERA_ASSIGN_OR_RETURN(const RawTensor stored, weights_.raw(part.name));
-      const std::vector<int64_t>& shape = stored.info.shape;
-      if (shape.size() != 2) return std::nullopt;
-      const IndexRange r = part.rows.count == 0 ? IndexRange{0, shape[0]} : part.rows;
-      const IndexRange c = part.cols.count == 0 ? IndexRange{0, shape[1]} : part.cols;
-      TESSERA_ASSIGN_OR_RETURN(slice, WeightSlice::create(weights_, part.name, r, c));
-    }
-    TESSERA_ASSIGN_OR_RETURN(const RawTensor raw,
-                             slice ? slice->raw(part.name) : weights_.raw(part.name));
+    // Whether the stored tensor keeps codes, before any slice gathers its columns.
+    TESSERA_ASSIGN_OR_RETURN(RawTensor raw, weights_.raw(part.name));
     const WeightScales::Kind kind = raw.scales.kind;
     if (raw.info.dtype != DType::kF8_E4M3 || raw.info.shape.size() != 2 ||
         (kind != WeightScales::Kind::kTensor && kind != WeightScales::Kind::kRow)) {
       return std::nullopt;
+    }
+    std::unique_ptr<WeightSlice> slice;
+    if (!part.whole()) {
+      const std::vector<int64_t>& shape = raw.info.shape;
+      const IndexRange r = part.rows.count == 0 ? IndexRange{0, shape[0]} : part.rows;
+      const IndexRange c = part.cols.count == 0 ? IndexRange{0, shape[1]} : part.cols;
+      TESSERA_ASSIGN_OR_RETURN(slice, WeightSlice::create(weights_, part.name, r, c));
+      TESSERA_ASSIGN_OR_RETURN(raw, slice->raw(part.name));
     }
     const int64_t part_rows = raw.info.shape[0];
     if (raw.info.shape[1] != cols || row + part_rows > rows) {
