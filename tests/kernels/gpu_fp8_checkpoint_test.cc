@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -44,25 +45,35 @@ TEST(GpuFp8Checkpoint, KeepsItsCodesAndMatchesItsDequantizedTwin) {
     ASSERT_TRUE(probe.ok()) << probe.status();
     if (absl::Status s = (*probe)->supports(Quantization::kFp8); !s.ok()) GTEST_SKIP() << s;
   }
+  // The fixture of the source tree the test was built in, or TESSERA_FAMILY_FIXTURES where the
+  // binary travelled without it (the GPU host: the repository copy's tests/data/families).
+  const char* env = std::getenv("TESSERA_FAMILY_FIXTURES");
+  const fs::path fixture = (env != nullptr ? fs::path(env) : testing::kFamilyFixtures) / "llama";
+  if (!fs::exists(fixture / "hf")) {
+    GTEST_SKIP() << fixture << " is not on this host (set TESSERA_FAMILY_FIXTURES)";
+  }
   const fs::path tmp = fs::path(::testing::TempDir()) /
                        ("tessera_gpu_fp8_checkpoint_" + std::to_string(::getpid()));
-  testing::write_fp8_checkpoints(tmp / "fp8", tmp / "dequant");
+  testing::write_fp8_checkpoints(tmp / "fp8", tmp / "dequant", /*per_tensor=*/false, fixture);
   if (HasFatalFailure()) return;
   std::unique_ptr<ModelInstance> fp8 = load_on_gpu(tmp / "fp8", Quantization::kFp8);
   std::unique_ptr<ModelInstance> twin = load_on_gpu(tmp / "dequant", Quantization::kNone);
   ASSERT_TRUE(fp8 && twin);
   // A byte and a row scale per linear weight: less than the twin's two bytes.
   EXPECT_LT(fp8->weight_bytes(), twin->weight_bytes());
-  const auto cases = testing::read_family_cases(testing::kFamilyFixtures / "llama", "cases");
+  const auto cases = testing::read_family_cases(fixture, "cases");
   ASSERT_FALSE(cases.empty());
+  int compared = 0;
   for (const testing::FamilyCase& c : cases) {
     if (c.prompt.size() > 16) continue;  // the FP8-weight kernels' sizes: exact weights
+    ++compared;
     const double e = testing::rel_err(testing::prompt_logits(*fp8, c.prompt),
                                       testing::prompt_logits(*twin, c.prompt));
     EXPECT_LT(e, 5e-2) << c.prompt.size() << "-token prompt";
     std::printf("[ metric ] fp8 checkpoint on the GPU, %zu-token prompt: logits rel_err vs its "
                 "dequantized twin in bf16 %.2e\n", c.prompt.size(), e);
   }
+  EXPECT_GT(compared, 0) << "no fixture prompt of 16 tokens or fewer";
   std::error_code ec;
   fs::remove_all(tmp, ec);
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -144,11 +145,16 @@ TEST_F(GpuFp8LinearTest, RecordedAndReplayedLikeAnyDecodeOp) {
   backend_->linear(x, codes, direct);
   ASSERT_TRUE(backend_->synchronize().ok());
   const std::vector<float> want = download(direct);
+  const uint64_t recorded = backend_->graphs_recorded(), replays = backend_->graph_replays();
+  const std::vector<float> nan(static_cast<size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
   for (int step = 0; step < 4; ++step) {  // direct, recorded, replayed twice
+    backend_->upload_f32(nan, out);  // a step that writes nothing cannot pass
     ASSERT_TRUE(backend_->run_graph(77, [&] { backend_->linear(x, codes, out); }).ok());
     ASSERT_TRUE(backend_->synchronize().ok());
     EXPECT_EQ(download(out), want) << "step " << step;
   }
+  EXPECT_EQ(backend_->graphs_recorded() - recorded, 1u);
+  EXPECT_EQ(backend_->graph_replays() - replays, 2u);
   backend_->release_graphs();
 }
 

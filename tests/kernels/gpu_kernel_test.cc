@@ -570,9 +570,7 @@ class GpuFp8KvTest : public GpuKernelTest {
   };
   Codes upload_codes(const std::vector<uint8_t>& k, const std::vector<uint8_t>& v,
                      const Tensor& shape_of, float k_scale, float v_scale) {
-    Codes c{device_alloc(k.size()), device_alloc(v.size()), {}};
-    EXPECT_EQ(gpuMemcpy(c.k.get(), k.data(), k.size(), gpuMemcpyHostToDevice), gpuSuccess);
-    EXPECT_EQ(gpuMemcpy(c.v.get(), v.data(), v.size(), gpuMemcpyHostToDevice), gpuSuccess);
+    Codes c{device_upload(k), device_upload(v), {}};
     const std::initializer_list<int64_t> dims = {shape_of.dim(0), shape_of.dim(1), shape_of.dim(2),
                                                  shape_of.dim(3)};
     c.view = KvLayerView{Tensor(c.k.get(), DType::kF8_E4M3, dims),
@@ -614,9 +612,7 @@ TEST_P(GpuFp8KvTest, RopeAndCacheWritesCodesAndAmax) {
     const float k_scale = 2.0f / 448.0f, v_scale = 1.0f / 448.0f;
     Codes codes = upload_codes(std::vector<uint8_t>(n, 0), std::vector<uint8_t>(n, 0), in.k.c,
                                k_scale, v_scale);
-    DevicePtr amax = device_alloc(2 * sizeof(float));
-    const float zeros[2] = {0.0f, 0.0f};
-    ASSERT_EQ(gpuMemcpy(amax.get(), zeros, sizeof(zeros), gpuMemcpyHostToDevice), gpuSuccess);
+    DevicePtr amax = device_upload(std::vector<float>{0.0f, 0.0f});
     codes.view.amax = static_cast<float*>(amax.get());
     cpu_.rope_and_cache(in.qkv.c, freq.c, in.shape, {}, KvLayerView{in.k.c, in.v.c});
     gpu_->rope_and_cache(in.qkv.g, freq.g, in.shape, {}, codes.view);

@@ -115,15 +115,6 @@ class GpuKvFp8DecodeTest : public ::testing::TestWithParam<Param> {
   float value_of(uint16_t bits) const { return f16() ? half_to_float(bits) : bf16_to_float(bits); }
   uint16_t bits_of(float f) const { return f16() ? float_to_half(f) : float_to_bf16(f); }
 
-  template <typename V>
-  DevicePtr upload(const std::vector<V>& host) {
-    DevicePtr p = device_alloc(host.size() * sizeof(V));
-    EXPECT_EQ(gpuMemcpy(p.get(), host.data(), host.size() * sizeof(V), gpuMemcpyHostToDevice),
-              gpuSuccess);
-    // A copy from pageable memory may return before its DMA is done; stream_ does not wait for it.
-    EXPECT_EQ(gpuDeviceSynchronize(), gpuSuccess);
-    return p;
-  }
 
   // The batch's metadata: one token per sequence (token s of sequence s), sequences decoded in
   // reverse order (a decode index is not its sequence's index), pages shuffled over the pool
@@ -156,10 +147,10 @@ class GpuKvFp8DecodeTest : public ::testing::TestWithParam<Param> {
       query_start[s + 1] = s + 1;
       decode_seqs[s] = kNumSeqs - 1 - s;
     }
-    b.arrays.push_back(upload(query_start));
-    b.arrays.push_back(upload(context));
-    b.arrays.push_back(upload(b.tables));
-    b.arrays.push_back(upload(decode_seqs));
+    b.arrays.push_back(device_upload(query_start));
+    b.arrays.push_back(device_upload(context));
+    b.arrays.push_back(device_upload(b.tables));
+    b.arrays.push_back(device_upload(decode_seqs));
     gpu::DeviceStep& st = b.step;
     st.query_start = static_cast<const int32_t*>(b.arrays[0].get());
     st.context_len = static_cast<const int32_t*>(b.arrays[1].get());
@@ -290,8 +281,8 @@ class GpuKvFp8DecodeTest : public ::testing::TestWithParam<Param> {
         if (exact) {
           ASSERT_EQ(inexact, 0u) << "dequantized values not exact in 16 bits";
         }
-        const DevicePtr k_dev = upload(k_codes), v_dev = upload(v_codes);
-        const DevicePtr k16_dev = upload(k16), v16_dev = upload(v16);
+        const DevicePtr k_dev = device_upload(k_codes), v_dev = device_upload(v_codes);
+        const DevicePtr k16_dev = device_upload(k16), v16_dev = device_upload(v16);
         const gpu::Fp8KvPools pools{static_cast<const uint8_t*>(k_dev.get()),
                                     static_cast<const uint8_t*>(v_dev.get()), k_scale, v_scale,
                                     enc()};
@@ -313,7 +304,7 @@ class GpuKvFp8DecodeTest : public ::testing::TestWithParam<Param> {
                 q[static_cast<size_t>(t) * heads * d + i] = value_of(b);
               }
             }
-            const DevicePtr qkv_dev = upload(qkv);
+            const DevicePtr qkv_dev = device_upload(qkv);
             const auto* qkv_t = static_cast<const T*>(qkv_dev.get());
             const std::vector<double> want = reference(s, batch, q, k, v, scale);
 

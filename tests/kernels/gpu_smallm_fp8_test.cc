@@ -160,20 +160,13 @@ class GpuSmallMFp8Test : public ::testing::TestWithParam<bool> {
         o.dots[t * n + r] = dot;
       }
     }
-    o.x_dev = upload(x_bits.data(), x_bits.size() * 2);
-    o.w_dev = upload(o.codes.data(), o.codes.size());
-    o.tensor_scale_dev = upload(&o.tensor_scale, sizeof(float));
-    o.channel_scales_dev = upload(o.channel_scales.data(), o.channel_scales.size() * sizeof(float));
+    o.x_dev = device_upload(x_bits.data(), x_bits.size() * 2);
+    o.w_dev = device_upload(o.codes.data(), o.codes.size());
+    o.tensor_scale_dev = device_upload(&o.tensor_scale, sizeof(float));
+    o.channel_scales_dev = device_upload(o.channel_scales.data(), o.channel_scales.size() * sizeof(float));
     o.out_dev = device_alloc(m * n * sizeof(float));
     o.workspace_dev = device_alloc(gpu::smallm_workspace_floats(m, n, 8) * sizeof(float));
     return o;
-  }
-  DevicePtr upload(const void* src, size_t bytes) {
-    DevicePtr p = device_alloc(bytes);
-    EXPECT_EQ(gpuMemcpy(p.get(), src, bytes, gpuMemcpyHostToDevice), gpuSuccess);
-    // A copy from pageable memory may return before its DMA is done; stream_ does not wait for it.
-    EXPECT_EQ(gpuDeviceSynchronize(), gpuSuccess);
-    return p;
   }
   // A uniform code that is not NaN.
   uint8_t any_code() {

@@ -4,8 +4,10 @@
 // dequantized values (code * scale), written beside it: the same values through the same math,
 // on one rank and split over two tensor-parallel ranks (whose WeightSlices carry the row
 // scales). The error against the original fp32 model, a real quantization error, is reported.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -128,6 +130,52 @@ TEST(Fp8Checkpoint, LinearWeightsKeepTheirStoredCodesAndRowScales) {
       }
     }
   }
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+}
+
+// A per-tensor checkpoint, whose rows mostly fall short of the tensor's largest value: the codes
+// kept are the stored bytes themselves (quantizing the dequantized values again per row would give
+// other codes for every row whose largest code is below 448), the scale each row's.
+TEST(Fp8Checkpoint, PerTensorCodesAreKeptByteForByte) {
+  const fs::path tmp = fs::path(::testing::TempDir()) /
+                       ("tessera_fp8_tensor_codes_" + std::to_string(::getpid()));
+  write_fp8_checkpoints(tmp / "fp8", tmp / "dequant", /*per_tensor=*/true);
+  if (HasFatalFailure()) return;
+  auto weights = open_weights((tmp / "fp8").string());
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  const ModelConfig& config = (*weights)->config();
+  ASSERT_TRUE(config.quantization.per_tensor);
+  CpuBackend cpu(1);
+  TensorArena arena;
+  WeightLoader loader(**weights, arena);
+  const auto linears = decoder_layer_linear_parts(config, 0, tensor_parallel_shard(config, 0, 1));
+  int64_t rows_below_max = 0;
+  for (int p = 0; p < kLinearProjections; ++p) {
+    const LinearWeightParts& w = linears[p];
+    auto codes = loader.load_fp8_codes(cpu, w.parts, w.shape.rows, w.shape.cols);
+    ASSERT_TRUE(codes.ok()) << codes.status();
+    ASSERT_TRUE(codes->has_value()) << "projection " << p;
+    const Tensor& t = **codes;
+    int64_t row = 0;
+    for (const WeightPart& part : w.parts) {
+      auto raw = (*weights)->raw(part.name);
+      ASSERT_TRUE(raw.ok()) << raw.status();
+      EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(t.data) + row * w.shape.cols, raw->data,
+                            raw->nbytes), 0) << part.name;
+      const int64_t rows = raw->info.shape[0];
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(t.scale[row + r], raw->scales.at(0, 0)) << part.name << " row " << r;
+        uint32_t largest = 0;
+        for (int64_t c = 0; c < w.shape.cols; ++c) {
+          largest = std::max<uint32_t>(largest, raw->data[r * w.shape.cols + c] & 0x7fu);
+        }
+        rows_below_max += largest < 0x7eu;  // 0x7e: 448
+      }
+      row += rows;
+    }
+  }
+  EXPECT_GT(rows_below_max, 0) << "no row where requantizing would have changed the codes";
   std::error_code ec;
   fs::remove_all(tmp, ec);
 }

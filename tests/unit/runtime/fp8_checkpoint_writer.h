@@ -36,11 +36,14 @@ inline bool is_fp8_linear(std::string_view name) {
   return name.starts_with("model.layers.") && name.ends_with("_proj.weight");
 }
 
-// Writes <fp8_dir> (e4m3fn per-channel weights + scales, compressed-tensors config) and
-// <dequant_dir> (fp32: exactly code * scale) from the fixture's HF directory.
+// Writes <fp8_dir> (e4m3fn weights with a scale per output channel, or with `per_tensor` one per
+// tensor, amax / 448; a compressed-tensors config) and <dequant_dir> (fp32: exactly code * scale)
+// from the llama fixture's HF directory (under `fixture`).
 inline void write_fp8_checkpoints(const std::filesystem::path& fp8_dir,
-                                  const std::filesystem::path& dequant_dir) {
-  const std::filesystem::path src = kFamilyFixtures / "llama" / "hf";
+                                  const std::filesystem::path& dequant_dir,
+                                  bool per_tensor = false,
+                                  const std::filesystem::path& fixture = kFamilyFixtures / "llama") {
+  const std::filesystem::path src = fixture / "hf";
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
       SafetensorsFile::open((src / "model.safetensors").string());
   ASSERT_TRUE(file.ok()) << file.status();
@@ -59,9 +62,14 @@ inline void write_fp8_checkpoints(const std::filesystem::path& fp8_dir,
     const int64_t rows = t.shape[0], cols = t.shape[1];
     std::vector<uint8_t> codes(w.size());
     std::vector<float> scales(static_cast<size_t>(rows)), values(w.size());
+    float tensor_amax = 0;
+    for (const float x : w) tensor_amax = std::max(tensor_amax, std::fabs(x));
     for (int64_t r = 0; r < rows; ++r) {
-      float amax = 0;
-      for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+      float amax = tensor_amax;
+      if (!per_tensor) {
+        amax = 0;
+        for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+      }
       const float scale = amax > 0 ? amax / 448.0f : 1.0f;
       scales[r] = scale;
       for (int64_t c = 0; c < cols; ++c) {
@@ -72,7 +80,11 @@ inline void write_fp8_checkpoints(const std::filesystem::path& fp8_dir,
     }
     fp8.tensor(t.name, "F8_E4M3", t.shape, codes.data(), codes.size());
     const std::string scale_name = t.name + "_scale";  // <prefix>.weight_scale
-    fp8.tensor(scale_name, "F32", {rows, 1}, scales.data(), scales.size() * 4);
+    if (per_tensor) {
+      fp8.tensor(scale_name, "F32", {}, scales.data(), 4);
+    } else {
+      fp8.tensor(scale_name, "F32", {rows, 1}, scales.data(), scales.size() * 4);
+    }
     dequant.tensor(t.name, "F32", t.shape, values.data(), values.size() * 4);
   }
   for (const std::filesystem::path& dir : {fp8_dir, dequant_dir}) {
@@ -95,6 +107,9 @@ inline void write_fp8_checkpoints(const std::filesystem::path& fp8_dir,
       "input_activations": {"num_bits": 8, "type": "float", "symmetric": true,
                             "strategy": "token", "dynamic": true},
       "output_activations": null}}})");
+  if (per_tensor) {
+    config["quantization_config"]["config_groups"]["group_0"]["weights"]["strategy"] = "tensor";
+  }
   std::ofstream(fp8_dir / "config.json") << config.dump(2);
 }
 

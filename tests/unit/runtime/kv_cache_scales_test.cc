@@ -122,6 +122,7 @@ TEST(CheckpointKvScales, ReadsOutputScalesAndTheOlderSharedKvScale) {
   auto scales = c.read();
   ASSERT_TRUE(scales.ok()) << scales.status();
   ASSERT_TRUE(scales->has_value());
+  ASSERT_GE((*scales)->size(), 2u);  // the fixture's layers, even and odd
   for (size_t i = 0; i < (*scales)->size(); ++i) {
     EXPECT_EQ((**scales)[i].k, i % 2 == 0 ? 2.0f : 4.0f);
     EXPECT_EQ((**scales)[i].v, i % 2 == 0 ? 3.0f : 4.0f);
