@@ -889,13 +889,15 @@ gpuError_t GpuBackend::attend_fp8_prefill(const T* qkv, const gpu::Fp8KvPools& p
 
 absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {
   if (floats <= decode_part_floats_) return absl::OkStatus();
+  // At least twice what it held, so that contexts growing step by step reallocate (and stale the
+  // recordings) rarely.
+  const size_t want = std::max(floats, 2 * decode_part_floats_);
   if (decode_part_ != nullptr) {
     GPU_CHECK(gpuStreamSynchronize(stream_));
     GPU_CHECK(gpuFree(decode_part_));
     decode_part_ = nullptr;
     decode_part_floats_ = 0;
   }
-  const size_t want = std::max(floats, 2 * decode_part_floats_);
   GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&decode_part_), want * sizeof(float)));
   decode_part_floats_ = want;
   ++graph_generation_;  // recordings point at the old partials
