@@ -1,11 +1,14 @@
 // Elementwise and row-wise GPU kernels: dtype conversion, embedding (scaled), RMSNorm (plain and
 // fused with the residual add, weights with an offset), gated activations (SiLU, GELU-tanh),
 // soft-capping, row gather, and a seeded uniform fill (benchmark inputs made on the device).
-// 16-bit storage (T: gpu_bf16 or gpu_f16), fp32 arithmetic.
+// 16-bit storage (T: gpu_bf16 or gpu_f16), fp32 arithmetic; the norms and gated activations also
+// write their output as row-scaled FP8 codes (the scaled GEMMs' activations).
 #define TESSERA_GPU_KERNELS_ONLY
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 
+#include "kernels/fp8_quantize.h"
 #include "kernels/gpu_ops.h"
 #include "kernels/launch.h"
 
@@ -86,20 +89,62 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[kVec]) {
                     Element<T>::pack(f[4], f[5]), Element<T>::pack(f[6], f[7]));
 }
 
+// Eight values rounded to T and read back as fp32: what a 16-bit output would hold.
+template <typename T>
+__device__ __forceinline__ void round_to(float (&f)[kVec]) {
+  const uint4 stored = pack8<T>(f);
+  for (int i = 0; i < kVec; ++i) f[i] = lane_of<T>(stored, i);
+}
+
+// The row-wise FP8 output of a 16-bit op (gpu_ops.h Fp8Rows): the row's values, rounded to T, are
+// visited twice through `values(visit)` -- which calls visit(index, value) for each of the
+// thread's elements, in 8-element runs where kVectors -- once for the row's largest |value|, once
+// to encode them at the row's scale. Recomputing is cheaper than keeping the row: its inputs are
+// in the L1 / L2 from the first visit.
+template <bool kVectors, typename Values>
+__device__ __forceinline__ void write_fp8_row(const Fp8Rows& out, int64_t row, int64_t width,
+                                              uint32_t* shared, Values values) {
+  uint32_t m = 0;
+  if constexpr (kVectors) {
+    values([&](int64_t, const float (&f)[kVec]) {
+      for (int i = 0; i < kVec; ++i) m = max(m, fp8_abs_bits(f[i]));
+    });
+  } else {
+    values([&](int64_t, float v) { m = max(m, fp8_abs_bits(v)); });
+  }
+  const float scale =
+      fp8_scale_for_amax(__uint_as_float(block_reduce(m, shared, 0u, MaxOp{})), out.encoding);
+  if (threadIdx.x == 0) out.scales[row] = scale;
+  uint8_t* codes = out.codes + row * width;
+  if constexpr (kVectors) {
+    values([&](int64_t v, const float (&f)[kVec]) {
+      uint8_t c[kVec];
+      for (int i = 0; i < kVec; ++i) c[i] = fp8_encode_scaled(f[i], scale, out.encoding);
+      uint2 packed;
+      memcpy(&packed, c, sizeof(packed));
+      reinterpret_cast<uint2*>(codes)[v] = packed;
+    });
+  } else {
+    values([&](int64_t i, float v) { codes[i] = fp8_encode_scaled(v, scale, out.encoding); });
+  }
+}
+
 // One block per row. kVectors: rows walked in 16-byte vectors (vectorizable()), else element by
 // element; the arithmetic is the same per element either way (the sum of squares adds in another
-// order, so the two paths may differ in the last bit).
-template <typename T, bool kVectors>
+// order, so the two paths may differ in the last bit). kFp8: the output is written to `fp8`
+// (write_fp8_row), `out` unused.
+template <typename T, bool kVectors, bool kFp8>
 __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hidden, float eps,
-                                float weight_offset, T* out) {
+                                float weight_offset, T* out, Fp8Rows fp8) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   __shared__ float shared[kThreads / kWarpSize + 1];
+  __shared__ uint32_t shared_max[kFp8 ? kThreads / kWarpSize + 1 : 1];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * hidden;
   T* rr = residual == nullptr ? nullptr : residual + row * hidden;
   const T* src = rr != nullptr ? rr : xr;
-  T* o = out + row * hidden;
+  T* o = kFp8 ? nullptr : out + row * hidden;
   // An offset of 0 multiplies by w itself (not 0 + w, which would turn -0 into +0).
   auto weight = [&](float wi) { return weight_offset == 0.0f ? wi : weight_offset + wi; };
   float sum_sq = 0.0f;
@@ -120,12 +165,26 @@ __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hid
       for (int i = 0; i < kVec; ++i) sum_sq += f[i] * f[i];
     }
     const float inv_rms = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(hidden) + eps);
-    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
+    auto normalized = [&](int64_t v, float (&f)[kVec]) {
       const uint4 sv = reinterpret_cast<const uint4*>(src)[v];
       const uint4 wv = reinterpret_cast<const uint4*>(w)[v];
-      float f[kVec];
       for (int i = 0; i < kVec; ++i) f[i] = lane_of<T>(sv, i) * inv_rms * weight(lane_of<T>(wv, i));
-      reinterpret_cast<uint4*>(o)[v] = pack8<T>(f);
+    };
+    if constexpr (kFp8) {
+      write_fp8_row<true>(fp8, row, hidden, shared_max, [&](auto visit) {
+        for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
+          float f[kVec];
+          normalized(v, f);
+          round_to<T>(f);
+          visit(v, f);
+        }
+      });
+    } else {
+      for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
+        float f[kVec];
+        normalized(v, f);
+        reinterpret_cast<uint4*>(o)[v] = pack8<T>(f);
+      }
     }
   } else {
     for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
@@ -138,8 +197,15 @@ __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hid
       sum_sq += v * v;
     }
     const float inv_rms = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(hidden) + eps);
-    for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-      o[i] = from_float<T>(to_float(src[i]) * inv_rms * weight(to_float(w[i])));
+    auto normalized = [&](int64_t i) {
+      return from_float<T>(to_float(src[i]) * inv_rms * weight(to_float(w[i])));
+    };
+    if constexpr (kFp8) {
+      write_fp8_row<false>(fp8, row, hidden, shared_max, [&](auto visit) {
+        for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) visit(i, to_float(normalized(i)));
+      });
+    } else {
+      for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) o[i] = normalized(i);
     }
   }
 }
@@ -174,6 +240,38 @@ __global__ void gated_activation_kernel(const T* gate_up, int64_t n, int64_t int
       reinterpret_cast<uint4*>(o)[j] = pack8<T>(f);
     } else {
       o[j] = from_float<T>(gated(to_float(gate[j]), to_float(up[j]), gelu));
+    }
+  }
+}
+
+// gated_activation_kernel's values written as FP8 (write_fp8_row): one block per row, rows
+// blockIdx.x, + gridDim.x, ...
+template <typename T, bool kVectors>
+__global__ void gated_activation_fp8_kernel(const T* gate_up, int64_t n, int64_t inter, bool gelu,
+                                            Fp8Rows out) {
+  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  let_next_kernel_start();
+  __shared__ uint32_t shared[kThreads / kWarpSize + 1];
+  for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
+    const T* gate = gate_up + t * 2 * inter;
+    const T* up = gate + inter;
+    if constexpr (kVectors) {
+      write_fp8_row<true>(out, t, inter, shared, [&](auto visit) {
+        for (int64_t j = threadIdx.x; j < inter / kVec; j += blockDim.x) {
+          const uint4 gv = reinterpret_cast<const uint4*>(gate)[j];
+          const uint4 uv = reinterpret_cast<const uint4*>(up)[j];
+          float f[kVec];
+          for (int i = 0; i < kVec; ++i) f[i] = gated(lane_of<T>(gv, i), lane_of<T>(uv, i), gelu);
+          round_to<T>(f);
+          visit(j, f);
+        }
+      });
+    } else {
+      write_fp8_row<false>(out, t, inter, shared, [&](auto visit) {
+        for (int64_t j = threadIdx.x; j < inter; j += blockDim.x) {
+          visit(j, to_float(from_float<T>(gated(to_float(gate[j]), to_float(up[j]), gelu))));
+        }
+      });
     }
   }
 }
@@ -232,10 +330,22 @@ template <typename T>
 gpuError_t rms_norm(T* residual, const T* x, const T* w, int64_t n, int64_t hidden, float eps,
                     float weight_offset, T* out, gpuStream_t stream) {
   if (n <= 0) return gpuSuccess;
-  auto kernel = vectorizable(hidden, {residual, x, w, out}) ? rms_norm_kernel<T, true>
-                                                             : rms_norm_kernel<T, false>;
+  auto kernel = vectorizable(hidden, {residual, x, w, out}) ? rms_norm_kernel<T, true, false>
+                                                             : rms_norm_kernel<T, false, false>;
   return launch(kernel, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream, residual, x,
-                w, hidden, eps, weight_offset, out);
+                w, hidden, eps, weight_offset, out, Fp8Rows{});
+}
+
+template <typename T>
+gpuError_t rms_norm_fp8(T* residual, const T* x, const T* w, int64_t n, int64_t hidden, float eps,
+                        float weight_offset, const Fp8Rows& out, gpuStream_t stream) {
+  if (n <= 0) return gpuSuccess;
+  // 8-byte code stores: a 16-byte aligned row start is more than they need.
+  auto kernel = vectorizable(hidden, {residual, x, w, out.codes})
+                    ? rms_norm_kernel<T, true, true>
+                    : rms_norm_kernel<T, false, true>;
+  return launch(kernel, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, stream, residual, x,
+                w, hidden, eps, weight_offset, static_cast<T*>(nullptr), out);
 }
 
 template <typename T>
@@ -248,6 +358,16 @@ gpuError_t gated_activation(const T* gate_up, int64_t n, int64_t inter, bool gel
                   static_cast<unsigned>(n < 65535 ? n : 65535));
   return launch(vectors ? gated_activation_kernel<T, true> : gated_activation_kernel<T, false>,
                 grid, dim3(kThreads), 0, stream, gate_up, n, inter, gelu, out);
+}
+
+template <typename T>
+gpuError_t gated_activation_fp8(const T* gate_up, int64_t n, int64_t inter, bool gelu,
+                                const Fp8Rows& out, gpuStream_t stream) {
+  if (n <= 0 || inter <= 0) return gpuSuccess;
+  const bool vectors = vectorizable(inter, {gate_up, out.codes});
+  return launch(vectors ? gated_activation_fp8_kernel<T, true> : gated_activation_fp8_kernel<T, false>,
+                dim3(static_cast<unsigned>(n < 65535 ? n : 65535)), dim3(kThreads), 0, stream,
+                gate_up, n, inter, gelu, out);
 }
 
 gpuError_t soft_cap(float* x, int64_t n, float cap, gpuStream_t stream) {
@@ -272,6 +392,10 @@ gpuError_t gather_rows(const T* x, int64_t hidden, const int32_t* rows, int64_t 
   template gpuError_t rms_norm(T*, const T*, const T*, int64_t, int64_t, float, float, T*,       \
                                gpuStream_t);                                                    \
   template gpuError_t gated_activation(const T*, int64_t, int64_t, bool, T*, gpuStream_t);      \
+  template gpuError_t rms_norm_fp8(T*, const T*, const T*, int64_t, int64_t, float, float,       \
+                                   const Fp8Rows&, gpuStream_t);                                 \
+  template gpuError_t gated_activation_fp8(const T*, int64_t, int64_t, bool, const Fp8Rows&,     \
+                                           gpuStream_t);                                         \
   template gpuError_t gather_rows(const T*, int64_t, const int32_t*, int64_t, T*, gpuStream_t);
 TESSERA_FOR_EACH_ELEMENT_TYPE(TESSERA_ELEMENTWISE_LAUNCHERS)
 #undef TESSERA_ELEMENTWISE_LAUNCHERS

@@ -18,15 +18,6 @@ struct PerTensorScratch {
 };
 static_assert(sizeof(PerTensorScratch) == kFp8PerTensorScratchBytes);
 
-// |v| as bits that order as unsigned integers (a NaN orders above infinity, so it wins).
-__device__ __forceinline__ uint32_t abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
-
-// A NaN x is encoded from its own bits (its sign kept): the device's x / scale would give the
-// canonical NaN whatever x's sign, the host's keeps it.
-__device__ __forceinline__ uint8_t encode(float x, float scale, Fp8Encoding enc) {
-  return fp8_detail::encode_bits(enc, __float_as_uint(isnan(x) ? x : x / scale));
-}
-
 // Whether 8 elements at x + i (i a multiple of 8) can be read as one 16-byte vector and their
 // codes written as one 8-byte store.
 template <typename T>
@@ -66,13 +57,13 @@ __device__ uint32_t thread_amax(const T* x, int64_t count, int64_t first, int64_
     for (int64_t v = first; v < vectors; v += stride) {
       float f[kVec];
       load8(x + v * kVec, f);
-      for (int j = 0; j < kVec; ++j) m = max(m, abs_bits(f[j]));
+      for (int j = 0; j < kVec; ++j) m = max(m, fp8_abs_bits(f[j]));
     }
     for (int64_t i = vectors * kVec + first; i < count; i += stride) {
-      m = max(m, abs_bits(value_of(x[i])));
+      m = max(m, fp8_abs_bits(value_of(x[i])));
     }
   } else {
-    for (int64_t i = first; i < count; i += stride) m = max(m, abs_bits(value_of(x[i])));
+    for (int64_t i = first; i < count; i += stride) m = max(m, fp8_abs_bits(value_of(x[i])));
   }
   return m;
 }
@@ -87,16 +78,16 @@ __device__ void quantize_range(const T* x, int64_t count, float scale, Fp8Encodi
       float f[kVec];
       load8(x + v * kVec, f);
       uint8_t codes[kVec];
-      for (int j = 0; j < kVec; ++j) codes[j] = encode(f[j], scale, enc);
+      for (int j = 0; j < kVec; ++j) codes[j] = fp8_encode_scaled(f[j], scale, enc);
       uint2 packed;
       memcpy(&packed, codes, sizeof(packed));
       *reinterpret_cast<uint2*>(q + v * kVec) = packed;
     }
     for (int64_t i = vectors * kVec + first; i < count; i += stride) {
-      q[i] = encode(value_of(x[i]), scale, enc);
+      q[i] = fp8_encode_scaled(value_of(x[i]), scale, enc);
     }
   } else {
-    for (int64_t i = first; i < count; i += stride) q[i] = encode(value_of(x[i]), scale, enc);
+    for (int64_t i = first; i < count; i += stride) q[i] = fp8_encode_scaled(value_of(x[i]), scale, enc);
   }
 }
 

@@ -57,6 +57,18 @@ __device__ __forceinline__ float fp8_e4m3_value(uint8_t code, Fp8Encoding enc) {
                            : __uint_as_float(((exp + 127u - bias) << 23) | (mant << 20));
   return (code & 0x80u) ? -v : v;
 }
+
+// The code of x at `scale` on the device, as fp8_quantize_reference computes it on the host: a
+// NaN x is encoded from its own bits (its sign kept; x / scale would give the canonical NaN).
+// Every kernel that writes scaled FP8 codes (these, and the norms and activations that write their
+// output as FP8 for the scaled GEMMs, gpu_ops.h) encodes through it.
+__device__ __forceinline__ uint8_t fp8_encode_scaled(float x, float scale, Fp8Encoding enc) {
+  return fp8_detail::encode_bits(enc, __float_as_uint(isnan(x) ? x : x / scale));
+}
+
+// |v| as bits that order as unsigned integers (a NaN orders above infinity, so it wins): the
+// row maxima the per-row scales come from.
+__device__ __forceinline__ uint32_t fp8_abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
 #endif
 
 // Device scratch of quantize_fp8_per_tensor (zeroed by the call itself).

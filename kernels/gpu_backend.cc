@@ -563,29 +563,52 @@ void GpuBackend::embedding(const Tensor& table, int64_t first_id, float scale, c
 
 void GpuBackend::rms_norm(const Tensor& x, const Tensor& w, NormSpec norm, const Tensor& out) {
   mark("rms_norm");
-  if (!check_dtype(x, dtype_, "rms_norm", "x") || !check_dtype(w, dtype_, "rms_norm", "w") ||
-      !check_dtype(out, dtype_, "rms_norm", "out")) {
-    return;
-  }
-  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
-    return gpu::rms_norm<T>(nullptr, elements<T>(x), elements<T>(w), x.dim(0), x.dim(1), norm.eps,
-                            norm.weight_offset, elements<T>(out), stream_);
-  })));
+  if (check_dtype(x, dtype_, "rms_norm", "x")) normalize(nullptr, x, w, norm, out, "rms_norm");
 }
 
 void GpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w,
                               NormSpec norm, const Tensor& out) {
   mark("add_rms_norm");
-  if (!check_dtype(residual, dtype_, "add_rms_norm", "residual") ||
-      !check_dtype(x, dtype_, "add_rms_norm", "x") ||
-      !check_dtype(w, dtype_, "add_rms_norm", "w") ||
-      !check_dtype(out, dtype_, "add_rms_norm", "out")) {
+  if (check_dtype(residual, dtype_, "add_rms_norm", "residual") &&
+      check_dtype(x, dtype_, "add_rms_norm", "x")) {
+    normalize(&residual, x, w, norm, out, "add_rms_norm");
+  }
+}
+
+void GpuBackend::normalize(const Tensor* residual, const Tensor& x, const Tensor& w,
+                           NormSpec norm, const Tensor& out, const char* op) {
+  if (!check_dtype(w, dtype_, op, "w")) return;
+  const bool fp8 = out.dtype == DType::kF8_E4M3;
+  if (fp8 ? !check_fp8_activation(out, x.dim(0), x.dim(1), op) : !check_dtype(out, dtype_, op, "out")) {
     return;
   }
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
-    return gpu::rms_norm(elements<T>(residual), elements<T>(x), elements<T>(w), x.dim(0),
-                         x.dim(1), norm.eps, norm.weight_offset, elements<T>(out), stream_);
+    T* const sum = residual != nullptr ? elements<T>(*residual) : nullptr;
+    return fp8 ? gpu::rms_norm_fp8(sum, elements<T>(x), elements<T>(w), x.dim(0), x.dim(1),
+                                   norm.eps, norm.weight_offset, fp8_rows(out), stream_)
+               : gpu::rms_norm(sum, elements<T>(x), elements<T>(w), x.dim(0), x.dim(1), norm.eps,
+                               norm.weight_offset, elements<T>(out), stream_);
   })));
+}
+
+bool GpuBackend::check_fp8_activation(const Tensor& out, int64_t rows, int64_t width,
+                                      const char* op) {
+  if (absl::Status s = fp8_available(op); !s.ok()) {
+    record_error(std::move(s));
+    return false;
+  }
+  if (out.scale == nullptr || out.rank != 2 || out.dim(0) != rows || out.dim(1) != width) {
+    record_error(absl::InvalidArgumentError(str_cat(
+        name_, ": ", op, ": an FP8 out of ", out.rank == 2 ? out.dim(0) : 0, " x ",
+        out.rank == 2 ? out.dim(1) : 0, out.scale == nullptr ? " without row scales" : "",
+        " for ", rows, " rows of ", width, " (want codes of that shape and a scale per row)")));
+    return false;
+  }
+  return true;
+}
+
+gpu::Fp8Rows GpuBackend::fp8_rows(const Tensor& t) const {
+  return gpu::Fp8Rows{t.as<uint8_t>(), t.scale, gpu::fp8_encoding_of(gpu::fp8_gemm_dtype())};
 }
 
 void GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& out) {
@@ -721,41 +744,80 @@ absl::Status GpuBackend::ensure_fp8_activations(int64_t rows, int64_t cols) {
   return absl::OkStatus();
 }
 
+gpu::GemmShape GpuBackend::fp8_linear_shape(int64_t rows, const Tensor& w) const {
+  return gpu::GemmShape{rows, w.dim(0), w.dim(1), gpu::fp8_gemm_dtype(), gemm_dtype_of(dtype_),
+                        /*rowwise=*/true};
+}
+
+const gpu::Gemm::Solution& GpuBackend::fp8_solution(const gpu::GemmShape& shape) {
+  return gemm_solutions_ != nullptr
+             ? gemm_solution_cache_.solution(*gemm_, *gemm_solutions_, shape)
+             : gemm_solution_cache_.untuned(*gemm_, shape);
+}
+
+bool GpuBackend::fp8_activations(const Tensor& w, int64_t rows) {
+  if (w.dtype != DType::kF8_E4M3 || w.rank != 2 || rows <= 0) return false;
+  const gpu::GemmShape shape = fp8_linear_shape(rows, w);
+  return !gpu::Gemm::reads_unquantized_x(fp8_solution(shape), shape);
+}
+
 void GpuBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& out) {
   if (w.scale == nullptr) {
     return record_error(absl::InvalidArgumentError(
         str_cat(name_, ": linear: an FP8 weight without its scale")));
   }
-  if (!check_dtype(x, dtype_, "linear", "x") || !check_dtype(out, dtype_, "linear", "out")) return;
-  const gpu::GemmShape shape{x.dim(0), w.dim(0), w.dim(1), gpu::fp8_gemm_dtype(),
-                             gemm_dtype_of(dtype_), /*rowwise=*/true};
+  const bool x_codes = x.dtype == DType::kF8_E4M3;
+  if (x_codes ? !check_fp8_activation(x, x.dim(0), w.dim(1), "linear")
+              : !check_dtype(x, dtype_, "linear", "x")) {
+    return;
+  }
+  if (!check_dtype(out, dtype_, "linear", "out")) return;
+  const gpu::GemmShape shape = fp8_linear_shape(x.dim(0), w);
   if (shape.m == 0) return;
-  const gpu::Gemm::Solution& solution =
-      gemm_solutions_ != nullptr
-          ? gemm_solution_cache_.solution(*gemm_, *gemm_solutions_, shape)
-          : gemm_solution_cache_.untuned(*gemm_, shape);
+  const gpu::Gemm::Solution& solution = fp8_solution(shape);
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool unquantized = gpu::Gemm::reads_unquantized_x(solution, shape);
-  if (unquantized && aligned(x.data) && aligned(w.data)) {
+  if (!x_codes && unquantized && aligned(x.data) && aligned(w.data)) {
     record_error(gemm_->run(solution, shape, x.data, w.data, out.data, stream_,
                             gpu::GemmScales{.w = w.scale}));
     return;
   }
-  // Operands less aligned than the FP8-weight kernels read (a row view, say): the library's
-  // Default on quantized x.
+  // The GEMM reads FP8 x: as its producer wrote it (fp8_activations), or quantized here. Where the
+  // solution is one that reads 16-bit x (operands less aligned than it reads, say, or codes asked
+  // for at fewer rows than it was picked for), the library's Default.
   static const gpu::Gemm::Solution kDefault;
   const gpu::Gemm::Solution& run = unquantized ? kDefault : solution;
-  if (absl::Status s = ensure_fp8_activations(shape.m, shape.k); !s.ok()) {
-    return record_error(std::move(s));
+  const void* codes = x.data;
+  const float* x_scales = x.scale;
+  if (!x_codes || !aligned(codes) || !aligned(x_scales)) {
+    if (absl::Status s = ensure_fp8_activations(shape.m, shape.k); !s.ok()) {
+      return record_error(std::move(s));
+    }
+    float* const scales = reinterpret_cast<float*>(fp8_activations_ + fp8_code_capacity_);
+    record_error(GPU_STATUS(
+        x_codes ? copy_fp8_rows(x, scales)
+                : launch_as(dtype_, [&]<typename T>() {
+                    return gpu::quantize_fp8_per_row(elements<T>(x), shape.m, shape.k,
+                                                     gpu::fp8_encoding_of(shape.dtype),
+                                                     fp8_activations_, scales, stream_);
+                  })));
+    codes = fp8_activations_;
+    x_scales = scales;
   }
-  float* const x_scales = reinterpret_cast<float*>(fp8_activations_ + fp8_code_capacity_);
-  record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
-    return gpu::quantize_fp8_per_row(elements<T>(x), shape.m, shape.k,
-                                     gpu::fp8_encoding_of(shape.dtype), fp8_activations_,
-                                     x_scales, stream_);
-  })));
-  record_error(gemm_->run(run, shape, fp8_activations_, w.data, out.data, stream_,
+  record_error(gemm_->run(run, shape, codes, w.data, out.data, stream_,
                           gpu::GemmScales{.x = x_scales, .w = w.scale}));
+}
+
+gpuError_t GpuBackend::copy_fp8_rows(const Tensor& x, float* scales) {
+  // Row views of an FP8 activation (a micro-batch's rows) may start off the 16-byte alignment
+  // the library's scaled GEMMs read at: copied to the aligned scratch.
+  if (const gpuError_t e = gpuMemcpyAsync(fp8_activations_, x.data, x.nbytes(),
+                                          gpuMemcpyDeviceToDevice, stream_);
+      e != gpuSuccess) {
+    return e;
+  }
+  return gpuMemcpyAsync(scales, x.scale, x.dim(0) * sizeof(float), gpuMemcpyDeviceToDevice,
+                        stream_);
 }
 
 void GpuBackend::rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
@@ -906,13 +968,19 @@ absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {
 
 void GpuBackend::gated_activation(const Tensor& gate_up, Activation act, const Tensor& out) {
   mark("gated_activation");
-  if (!check_dtype(gate_up, dtype_, "gated_activation", "gate_up") ||
-      !check_dtype(out, dtype_, "gated_activation", "out")) {
+  if (!check_dtype(gate_up, dtype_, "gated_activation", "gate_up")) return;
+  const bool fp8 = out.dtype == DType::kF8_E4M3;
+  const int64_t rows = gate_up.dim(0), inter = gate_up.dim(1) / 2;
+  if (fp8 ? !check_fp8_activation(out, rows, inter, "gated_activation")
+          : !check_dtype(out, dtype_, "gated_activation", "out")) {
     return;
   }
+  const bool gelu = act == Activation::kGeluTanh;
   record_error(GPU_STATUS(launch_as(dtype_, [&]<typename T>() {
-    return gpu::gated_activation(elements<T>(gate_up), gate_up.dim(0), out.dim(1),
-                                 act == Activation::kGeluTanh, elements<T>(out), stream_);
+    return fp8 ? gpu::gated_activation_fp8(elements<T>(gate_up), rows, inter, gelu,
+                                           fp8_rows(out), stream_)
+               : gpu::gated_activation(elements<T>(gate_up), rows, out.dim(1), gelu,
+                                       elements<T>(out), stream_);
   })));
 }
 

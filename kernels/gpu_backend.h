@@ -50,6 +50,9 @@ class GpuBackend final : public Backend {
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, NormSpec norm,
                     const Tensor& out) override;
   void linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  // FP8 weights of a shape whose solution at `rows` reads FP8 x (cuBLASLt's row-wise scaled
+  // GEMM; tessera's FP8-weight kernels read 16-bit x).
+  bool fp8_activations(const Tensor& w, int64_t rows) override;
   absl::Status supports(Quantization q) const override;
   void quantize_fp8(const Tensor& w, const Tensor& codes, const Tensor& scale) override;
   void rope_and_cache(const Tensor& qkv, const Tensor& inv_freq, AttentionShape shape,
@@ -116,9 +119,19 @@ class GpuBackend final : public Backend {
   // Grows the FP8 activations to hold `rows` x `cols` codes and `rows` scales.
   absl::Status ensure_fp8_activations(int64_t rows, int64_t cols);
   // out = x @ w^T with w FP8 (a scale per row): the tuned (or untuned) solution of the row-wise
-  // scaled shape; x quantized per token into the FP8 activations unless the solution reads x as
-  // it is (tessera's FP8-weight kernels).
+  // scaled shape; x read as its producer quantized it (an FP8 x), else quantized per token into
+  // the FP8 activations unless the solution reads x as it is (tessera's FP8-weight kernels).
   void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& out);
+  gpu::GemmShape fp8_linear_shape(int64_t rows, const Tensor& w) const;
+  const gpu::Gemm::Solution& fp8_solution(const gpu::GemmShape& shape);
+  // An FP8 x's codes and scales into the FP8 activations (grown to hold them).
+  gpuError_t copy_fp8_rows(const Tensor& x, float* scales);
+  // rms_norm / add_rms_norm (residual non-null), out 16-bit or an FP8 activation.
+  void normalize(const Tensor* residual, const Tensor& x, const Tensor& w, NormSpec norm,
+                 const Tensor& out, const char* op);
+  // Whether `out` is an FP8 activation of rows x width on a GPU with FP8; records why not.
+  bool check_fp8_activation(const Tensor& out, int64_t rows, int64_t width, const char* op);
+  gpu::Fp8Rows fp8_rows(const Tensor& t) const;
 
   // A step's int32 metadata: pinned host staging, its device twin, and the event of the last
   // upload (the staging is not rewritten before that copy has left it).

@@ -61,6 +61,25 @@ gpuError_t rms_norm(T* residual, const T* x, const T* w, int64_t n, int64_t hidd
 template <typename T>
 gpuError_t gated_activation(const T* gate_up, int64_t n, int64_t inter, bool gelu, T* out,
                             gpuStream_t stream);
+
+// Where rms_norm_fp8 and gated_activation_fp8 write their output: e4m3 codes [n, width] in
+// `encoding` and an fp32 scale per row -- the activations of the row-wise scaled GEMMs, quantized
+// by the op that produces them rather than by a pass of their own.
+struct Fp8Rows {
+  uint8_t* codes = nullptr;
+  float* scales = nullptr;
+  Fp8Encoding encoding = Fp8Encoding::kE4M3FN;
+};
+// rms_norm and gated_activation with the output written as FP8: each row's values are rounded
+// to T as the 16-bit ops round them, then quantized as quantize_fp8_per_row quantizes a row (its
+// scale from the row's largest |value|): bit for bit the 16-bit op followed by
+// quantize_fp8_per_row, without the 16-bit output's round trip through memory. One block a row.
+template <typename T>
+gpuError_t rms_norm_fp8(T* residual, const T* x, const T* w, int64_t n, int64_t hidden, float eps,
+                        float weight_offset, const Fp8Rows& out, gpuStream_t stream);
+template <typename T>
+gpuError_t gated_activation_fp8(const T* gate_up, int64_t n, int64_t inter, bool gelu,
+                                const Fp8Rows& out, gpuStream_t stream);
 // x[i] = cap * tanh(x[i] / cap), fp32 in place.
 gpuError_t soft_cap(float* x, int64_t n, float cap, gpuStream_t stream);
 template <typename T>

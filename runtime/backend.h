@@ -110,15 +110,23 @@ class Backend {
   // hold (a tensor-parallel rank's slice of the vocabulary)      table [rows, hidden], out [n, hidden]
   virtual void embedding(const Tensor& table, int64_t first_id, float scale, const Tensor& out) = 0;
   // out = rms_norm(x) * (offset + w)                     x, out [n, hidden]; w [hidden]
+  // out may be an FP8 activation (kF8_E4M3 with its row scales, where fp8_activations() says a
+  // linear takes one): the normed rows rounded to the compute dtype, then quantized per row.
   virtual void rms_norm(const Tensor& x, const Tensor& w, NormSpec norm, const Tensor& out) = 0;
-  // residual += x; out = rms_norm(residual) * (offset + w)     fused residual add
+  // residual += x; out = rms_norm(residual) * (offset + w)     fused residual add; out as above
   virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w,
                             NormSpec norm, const Tensor& out) = 0;
   // out[m, n] = x[m, k] @ w[n, k]^T (out may be fp32 while x and w are the compute dtype). w may
   // be FP8 (kF8_E4M3 with its row scales) where supports() accepts kFp8: out is then the compute
   // dtype, and x is quantized per token on the way in (or read as it is, where a kernel that
-  // takes FP8 weights with 16-bit activations runs the shape: decode-sized batches).
+  // takes FP8 weights with 16-bit activations runs the shape: decode-sized batches) -- or
+  // arrives quantized (an FP8 x with a scale per row) from the op that produced it.
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
+  // Whether linear(x, w, ...) over `rows` rows runs a GEMM that reads x as FP8 codes with a scale
+  // per row, so that the op producing x should write it so (rms_norm, add_rms_norm and
+  // gated_activation take an FP8 out): the quantization then costs no pass of its own. False for
+  // 16-bit weights and on backends without FP8.
+  virtual bool fp8_activations(const Tensor& /*w*/, int64_t /*rows*/) { return false; }
   // OK where this backend stores and multiplies weights as `q` says; otherwise why not, naming
   // the backend or device (kNone is always supported).
   virtual absl::Status supports(Quantization q) const {
@@ -149,6 +157,7 @@ class Backend {
   virtual void attention(const Tensor& qkv, const KvLayerView& cache, AttentionShape shape,
                          const AttentionSpec& spec, const Tensor& out) = 0;
   // out = act(gate_up[:, :I]) * gate_up[:, I:]           gate_up [n, 2I], out [n, I]
+  // out may be an FP8 activation, as rms_norm's.
   virtual void gated_activation(const Tensor& gate_up, Activation act, const Tensor& out) = 0;
   // x = cap * tanh(x / cap), in place (final-logit soft-capping)      x fp32 [rows, vocab]
   virtual void soft_cap(const Tensor& x, float cap) = 0;

@@ -149,7 +149,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   TESSERA_ASSIGN_OR_RETURN(const auto max_memory, parse_max_memory(options.max_memory));
   TESSERA_ASSIGN_OR_RETURN(placement.max_memory, stage_max_memory(max_memory, backends, tp));
   const ActivationBytes activations = StepRunner::activation_bytes(
-      DecoderModel::activation_cost(config, dtype, tp), config.hidden_size, config.vocab_size,
+      DecoderModel::activation_cost(config, dtype, tp, options.quantization), config.hidden_size, config.vocab_size,
       options.limits, execution, dtype);
   placement.activation_bytes = activations.stage;
   placement.head_activation_bytes = activations.head;

@@ -33,8 +33,9 @@ struct Tensor {
   int rank = 0;
   std::array<int64_t, kMaxRank> shape{};  // outermost first
   // FP8 tensors only: fp32 scales in the same backend's memory, one per row (dim 0) -- per output
-  // feature of a weight -- that dequantize them (value[r, c] = code[r, c] * scale[r]).
-  const float* scale = nullptr;
+  // feature of a weight, per token of an activation (written with its codes) -- that dequantize
+  // them (value[r, c] = code[r, c] * scale[r]).
+  float* scale = nullptr;
 
   Tensor() = default;
   Tensor(void* data, DType dtype, std::initializer_list<int64_t> dims) : data(data), dtype(dtype) {

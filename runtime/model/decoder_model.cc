@@ -26,40 +26,61 @@ StageRun::StageRun(const DecoderModel& model, const StagePass& pass)
   gate_up_ = rows.of(a.gate_up);
   act_ = rows.of(a.act);
   if (a.sandwich.data != nullptr) sandwich_ = rows.of(a.sandwich);
+  if (a.normed_fp8.data != nullptr) {
+    normed_fp8_ = rows.of(a.normed_fp8);
+    act_fp8_ = rows.of(a.act_fp8);
+  }
 }
 
-void StageRun::norm_input(const Tensor& w) {
+const Tensor& StageRun::normed_for(const Tensor& reader) {
+  normed_is_fp8_ = normed_fp8_.data != nullptr && b_.fp8_activations(reader, pass_.tokens.gemm);
+  return normed_is_fp8_ ? normed_fp8_ : normed_;
+}
+
+Tensor StageRun::normed_gemm_rows() const {
+  const DecoderModel::Activations& a = model_.stages_[pass_.stage][pass_.rank].act;
+  return pass_.tokens.gemm_of(normed_is_fp8_ ? a.normed_fp8 : a.normed);
+}
+
+void StageRun::norm_input(const Tensor& w, const Tensor& reader) {
   const NormSpec norm{model_.config_.rms_norm_eps, model_.config_.norm_weight_offset};
+  const Tensor& out = normed_for(reader);
   if (pending_.data == nullptr) {
-    b_.rms_norm(x_, w, norm, normed_);
+    b_.rms_norm(x_, w, norm, out);
   } else if (pending_is_share_) {
     add_norm_of_share(pending_, w);
   } else {
-    b_.add_rms_norm(x_, pending_, w, norm, normed_);
+    b_.add_rms_norm(x_, pending_, w, norm, out);
   }
   pending_ = Tensor{};
   pending_is_share_ = false;
 }
 
-void StageRun::add_norm(const Tensor& y, const Tensor& w) {
+void StageRun::add_norm(const Tensor& y, const Tensor& w, const Tensor& reader) {
   b_.add_rms_norm(x_, y, w, NormSpec{model_.config_.rms_norm_eps, model_.config_.norm_weight_offset},
-                  normed_);
+                  normed_for(reader));
 }
 
-void StageRun::add_norm_proj(const Tensor& w) {
+void StageRun::add_norm_proj(const Tensor& w, const Tensor& reader) {
   if (!proj_is_share_) {
-    add_norm(proj_, w);
+    add_norm(proj_, w, reader);
     return;
   }
+  normed_for(reader);
   add_norm_of_share(proj_, w);
   proj_is_share_ = false;
 }
 
 void StageRun::add_norm_of_share(const Tensor& y, const Tensor& w) {
   const NormSpec norm{model_.config_.rms_norm_eps, model_.config_.norm_weight_offset};
-  if (comm_->all_reduce_add_rms_norm(y, x_, w, norm, normed_)) return;
+  // The communicator's fused sum-and-norm writes 16-bit normed: taken over the FP8 one, as it
+  // spares a whole pass too (the GEMM then quantizes normed itself).
+  if (comm_->all_reduce_add_rms_norm(y, x_, w, norm, normed_)) {
+    normed_is_fp8_ = false;
+    return;
+  }
   comm_->all_reduce_sum(y);
-  b_.add_rms_norm(x_, y, w, norm, normed_);
+  b_.add_rms_norm(x_, y, w, norm, normed_is_fp8_ ? normed_fp8_ : normed_);
 }
 
 void StageRun::defer_add_proj() {
@@ -91,7 +112,7 @@ void StageRun::attention(const DecoderLayer& l, int32_t i) {
   prologue.q_norm = l.q_norm.data != nullptr ? &l.q_norm : nullptr;
   prologue.k_norm = l.k_norm.data != nullptr ? &l.k_norm : nullptr;
   prologue.norm = NormSpec{c.rms_norm_eps, c.norm_weight_offset};
-  b_.linear(rows.gemm_of(a.normed), l.qkv, rows.gemm_of(a.qkv));
+  b_.linear(normed_gemm_rows(), l.qkv, rows.gemm_of(a.qkv));
   b_.rope_and_cache(qkv_, sliding ? stage.inv_freq_sliding : stage.inv_freq, shape, prologue, kv);
   b_.attention(qkv_, kv, shape, model_.attention_spec(i), attn_);
   b_.linear(rows.gemm_of(a.attn), l.o, rows.gemm_of(a.proj));
@@ -101,9 +122,10 @@ void StageRun::attention(const DecoderLayer& l, int32_t i) {
 void StageRun::mlp(const DecoderLayer& l) {
   const DecoderModel::Activations& a = model_.stages_[pass_.stage][pass_.rank].act;
   const PassRows& rows = pass_.tokens;
-  b_.linear(rows.gemm_of(a.normed), l.gate_up, rows.gemm_of(a.gate_up));
-  b_.gated_activation(gate_up_, model_.config_.activation, act_);
-  b_.linear(rows.gemm_of(a.act), l.down, rows.gemm_of(a.proj));
+  b_.linear(normed_gemm_rows(), l.gate_up, rows.gemm_of(a.gate_up));
+  const bool act_fp8 = act_fp8_.data != nullptr && b_.fp8_activations(l.down, rows.gemm);
+  b_.gated_activation(gate_up_, model_.config_.activation, act_fp8 ? act_fp8_ : act_);
+  b_.linear(rows.gemm_of(act_fp8 ? a.act_fp8 : a.act), l.down, rows.gemm_of(a.proj));
   proj_is_share_ = comm_ != nullptr;  // each rank's features' share of down
 }
 
@@ -181,16 +203,22 @@ ModelFootprint DecoderModel::footprint(const ModelConfig& c, DType dtype, int32_
   return f;
 }
 
-ActivationCost DecoderModel::activation_cost(const ModelConfig& c, DType dtype, int32_t ranks) {
+ActivationCost DecoderModel::activation_cost(const ModelConfig& c, DType dtype, int32_t ranks,
+                                             Quantization quantization) {
   const TensorParallelShard s = tensor_parallel_shard(c, 0, ranks);
   const int64_t qkv = (s.heads + 2 * s.kv_heads) * c.head_dim;
   // normed, proj, (sandwich); qkv; attn; gate_up; act; and last (and a rank's logit columns) --
-  // as allocate_activations() sizes them.
+  // as allocate_activations() sizes them; with FP8 layers normed and act once more as codes,
+  // with a scale per row each.
   const int64_t per_token = (c.sandwich_norms ? 3 : 2) * c.hidden_size + qkv +
                             s.heads * c.head_dim + 3 * s.intermediate;
+  const uint64_t fp8_per_token =
+      quantization == Quantization::kFp8
+          ? static_cast<uint64_t>(c.hidden_size + s.intermediate) + 2 * sizeof(float)
+          : 0;
   const uint64_t rank_logits = ranks > 1 ? static_cast<uint64_t>(s.vocab_rows) * sizeof(float) : 0;
   return ActivationCost{
-      .per_token = static_cast<uint64_t>(per_token) * element_size(dtype),
+      .per_token = static_cast<uint64_t>(per_token) * element_size(dtype) + fp8_per_token,
       .per_logit_row = static_cast<uint64_t>(c.hidden_size) * element_size(dtype) + rank_logits};
 }
 
@@ -307,6 +335,24 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
   return absl::OkStatus();
 }
 
+bool DecoderModel::has_fp8_layers(int32_t rank) const {
+  for (const DecoderLayer& l : ranks_[rank].layers) {
+    for (const Tensor* w : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
+      if (w->dtype == DType::kF8_E4M3) return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<Tensor> DecoderModel::fp8_activation(Backend& backend, int64_t rows,
+                                                    int64_t width) {
+  TESSERA_ASSIGN_OR_RETURN(Tensor codes,
+                           arena_.allocate(backend, DType::kF8_E4M3, {rows, width}));
+  TESSERA_ASSIGN_OR_RETURN(const Tensor scales, arena_.allocate(backend, DType::kF32, {rows}));
+  codes.scale = scales.as<float>();
+  return codes;
+}
+
 absl::Status DecoderModel::allocate_activations(int32_t stage, const LayerSegment& segment,
                                                 int64_t rows, int64_t logit_rows, bool last) {
   const ModelConfig& c = config_;
@@ -323,6 +369,10 @@ absl::Status DecoderModel::allocate_activations(int32_t stage, const LayerSegmen
     TESSERA_ASSIGN_OR_RETURN(act.act, arena_.allocate(b, dt, {rows, s.intermediate}));
     if (c.sandwich_norms) {
       TESSERA_ASSIGN_OR_RETURN(act.sandwich, arena_.allocate(b, dt, {rows, c.hidden_size}));
+    }
+    if (has_fp8_layers(r)) {
+      TESSERA_ASSIGN_OR_RETURN(act.normed_fp8, fp8_activation(b, rows, c.hidden_size));
+      TESSERA_ASSIGN_OR_RETURN(act.act_fp8, fp8_activation(b, rows, s.intermediate));
     }
     if (!last) continue;
     TESSERA_ASSIGN_OR_RETURN(act.last, arena_.allocate(b, dt, {logit_rows, c.hidden_size}));
@@ -348,11 +398,11 @@ void DecoderModel::run_stage(const StagePass& p) {
   if (!p.last_stage) {
     // Complete the residual stream before it travels: the backends' only residual add is the
     // fused one, whose normalized output is not needed here.
-    run.norm_input(w.layers[p.segment.end_layer() - 1].input_layernorm);
+    run.norm_input(w.layers[p.segment.end_layer() - 1].input_layernorm, /*reader=*/Tensor{});
     return;
   }
   if (p.logits.count == 0) return;
-  run.norm_input(w.final_norm);
+  run.norm_input(w.final_norm, /*reader=*/Tensor{});  // 16-bit: gathered for lm_head
   const Activations& act = stages_[p.stage][p.rank].act;
   b.gather_logit_rows(run.normed_, p.logits.of(act.last));
   // One rank writes the logits; several write their columns, gathered onto rank 0's.

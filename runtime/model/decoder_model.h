@@ -37,14 +37,18 @@ class DecoderModel;
 // wrong result on every rank, not an error.
 class StageRun {
  public:
+  // The norms below that write `normed` are told the weight that reads it next (qkv or
+  // gate_up; an empty tensor for none): where that GEMM reads FP8 activations, normed is written
+  // as FP8 codes.
+  //
   // normed = norm(x + pending) (just norm(x) at the stage's first layer: x arrives complete).
-  void norm_input(const Tensor& w);
+  void norm_input(const Tensor& w, const Tensor& reader);
   // proj = o(attention(rope(qkv(normed)))) over layer i's cache, with the layer's window.
   void attention(const DecoderLayer& l, int32_t i);
   // x += y; normed = norm(x).
-  void add_norm(const Tensor& y, const Tensor& w);
+  void add_norm(const Tensor& y, const Tensor& w, const Tensor& reader);
   // x += proj; normed = norm(x).
-  void add_norm_proj(const Tensor& w);
+  void add_norm_proj(const Tensor& w, const Tensor& reader);
   // out = norm(y) (the sandwich norms of Gemma).
   void norm(const Tensor& y, const Tensor& w, const Tensor& out);
   // proj = down(act(gate_up(normed))).
@@ -70,13 +74,20 @@ class StageRun {
   Backend& b_;             // the pass's rank's
   Communicator* comm_;     // its tensor-parallel group's; null for one rank
   Tensor x_, normed_, qkv_, attn_, proj_, gate_up_, act_, sandwich_;  // [rows, ...] of this pass
+  Tensor normed_fp8_, act_fp8_;  // the same as FP8 codes (FP8 layers only)
+  bool normed_is_fp8_ = false;   // the last norm wrote normed_fp8_, not normed_
   Tensor pending_;  // empty: nothing to add
   bool proj_is_share_ = false;     // proj_ holds this rank's share, not yet summed
   bool pending_is_share_ = false;  // pending_ likewise
 
   // x += y; normed = norm(x), with y this rank's share: summed over the ranks in the same op
-  // where the communicator fuses them.
+  // where the communicator fuses them (16-bit normed only).
   void add_norm_of_share(const Tensor& y, const Tensor& w);
+  // Where the next norm writes for `reader`: normed_fp8_ if reader's GEMM over this pass's rows
+  // reads FP8 activations, else normed_ (and normed_is_fp8_ says which).
+  const Tensor& normed_for(const Tensor& reader);
+  // The tensor the GEMMs read normed from (this pass's GEMM rows).
+  Tensor normed_gemm_rows() const;
 };
 
 class DecoderModel : public StageModel {
@@ -102,7 +113,8 @@ class DecoderModel : public StageModel {
                                   Quantization quantization = Quantization::kNone,
                                   const QuantizationKeep& keep = {},
                                   std::optional<DType> kv_dtype = {});
-  static ActivationCost activation_cost(const ModelConfig& config, DType dtype, int32_t ranks = 1);
+  static ActivationCost activation_cost(const ModelConfig& config, DType dtype, int32_t ranks = 1,
+                                        Quantization quantization = Quantization::kNone);
 
   const ModelConfig& config() const { return config_; }
   int32_t num_ranks() const { return static_cast<int32_t>(shards_.size()); }
@@ -134,6 +146,10 @@ class DecoderModel : public StageModel {
     Tensor gate_up;   // [rows, 2 * intermediate]
     Tensor act;       // [rows, intermediate]
     Tensor sandwich;  // [rows, hidden]   sandwich-normed outputs (sandwich_norms only)
+    // FP8 layers only: normed and act as FP8 codes with a scale per row, written by the norm or
+    // activation where the next GEMM reads its activations so (Backend::fp8_activations).
+    Tensor normed_fp8;  // [rows, hidden] kF8_E4M3
+    Tensor act_fp8;     // [rows, intermediate] kF8_E4M3
     Tensor last;      // [logit rows, hidden] lm_head's input, on the last stage
     Tensor logits;    // [logit rows, vocab rows] fp32: the rank's columns (several ranks only)
   };
@@ -157,6 +173,10 @@ class DecoderModel : public StageModel {
   absl::Status load_rank(WeightLoader& loader, const std::vector<LayerSegment>& segments,
                          int32_t rank, Quantization quantization, const QuantizationKeep& keep);
   AttentionSpec attention_spec(int32_t layer) const;
+  // Whether any decoder layer of `rank` holds FP8 weights.
+  bool has_fp8_layers(int32_t rank) const;
+  // An FP8 activation of rows x width on `backend`: codes and a scale per row (Tensor::scale).
+  absl::StatusOr<Tensor> fp8_activation(Backend& backend, int64_t rows, int64_t width);
 
   ModelConfig config_;
   float attention_scale_;  // head_dim^-1/2 (or query_pre_attn_scalar^-1/2), times yarn's factor^2

@@ -1,0 +1,185 @@
+// FP8 activations quantized by the op that produces them (Backend::fp8_activations): rms_norm,
+// add_rms_norm and gated_activation with an FP8 out write, bit for bit, the codes and row scales
+// that the same op's 16-bit output quantized per row (Backend::quantize_fp8, the linear's own
+// quantization) would hold, and the residual add is unchanged; linear on such an x gives, bit for
+// bit, what it gives on the 16-bit x it quantizes itself -- row views off the scaled GEMM's
+// alignment included. Every path: rows walked in 16-byte vectors and element by element, SiLU and
+// GELU, a norm weight offset. Misshapen FP8 outputs are errors naming the op. Skips without a GPU
+// or on one without FP8 (Backend::supports).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/gpu_backend.h"
+#include "tests/kernels/suite_gpu_backend.h"
+
+namespace tessera {
+namespace {
+
+class GpuFp8ActivationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
+    backend_ = suite_gpu_backend<GpuFp8ActivationTest>();
+    ASSERT_NE(backend_, nullptr);
+    if (absl::Status s = backend_->supports(Quantization::kFp8); !s.ok()) GTEST_SKIP() << s;
+  }
+
+  // A bf16 tensor of values uniform in +-max, on the device.
+  Tensor random(std::initializer_list<int64_t> dims, float max) {
+    Tensor t = empty(DType::kBF16, dims);
+    std::uniform_real_distribution<float> u(-max, max);
+    std::vector<float> values(static_cast<size_t>(t.numel()));
+    for (float& v : values) v = u(rng_);
+    backend_->upload_f32(values, t);
+    return t;
+  }
+  Tensor empty(DType dtype, std::initializer_list<int64_t> dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    keep_.push_back(*backend_->allocate(static_cast<size_t>(n) * element_size(dtype) + 16));
+    return Tensor(keep_.back().data(), dtype, dims);
+  }
+  // FP8 codes of rows x width with a scale per row, both poisoned (0x7f codes are NaN; so are the
+  // scales' 0xff bytes): anything left unwritten shows.
+  Tensor fp8_rows(int64_t rows, int64_t width) {
+    Tensor t = empty(DType::kF8_E4M3, {rows, width});
+    t.scale = empty(DType::kF32, {rows}).as<float>();
+    poison(t.data, t.nbytes(), 0x7f);
+    poison(t.scale, static_cast<size_t>(rows) * sizeof(float), 0xff);
+    return t;
+  }
+  void poison(void* p, size_t bytes, uint8_t value) {
+    const std::vector<uint8_t> fill(bytes, value);
+    backend_->upload_bytes(fill, Tensor(p, DType::kF8_E4M3, {static_cast<int64_t>(bytes)}));
+  }
+  // A 16-bit tensor quantized per row as the linear quantizes its x.
+  Tensor quantized(const Tensor& x) {
+    Tensor codes = fp8_rows(x.dim(0), x.dim(1));
+    const Tensor scales(codes.scale, DType::kF32, {x.dim(0)});
+    backend_->quantize_fp8(x, codes, scales);
+    return codes;
+  }
+  std::vector<uint8_t> bytes(const void* p, size_t n) {
+    std::vector<uint8_t> out(n);
+    backend_->copy_to_host(out.data(), p, n);
+    EXPECT_TRUE(backend_->synchronize().ok());
+    return out;
+  }
+  std::vector<uint8_t> codes_of(const Tensor& t) { return bytes(t.data, t.nbytes()); }
+  std::vector<uint8_t> scales_of(const Tensor& t) {
+    return bytes(t.scale, static_cast<size_t>(t.dim(0)) * sizeof(float));
+  }
+  std::vector<uint8_t> contents(const Tensor& t) { return bytes(t.data, t.nbytes()); }
+  // A copy of t in fresh memory (the residual each path starts from).
+  Tensor copy(const Tensor& t) {
+    Tensor c = empty(t.dtype, {t.dim(0), t.dim(1)});
+    backend_->copy_to(*backend_, c.data, t.data, t.nbytes());
+    return c;
+  }
+  void expect_same_fp8(const Tensor& got, const Tensor& want, const std::string& what) {
+    EXPECT_EQ(scales_of(got), scales_of(want)) << what << ": row scales";
+    EXPECT_EQ(codes_of(got), codes_of(want)) << what << ": codes";
+  }
+
+  GpuBackend* backend_ = nullptr;
+  std::vector<DeviceBuffer> keep_;
+  std::mt19937 rng_{18};
+};
+
+TEST_F(GpuFp8ActivationTest, NormsWriteTheCodesOfTheirOutputQuantizedPerRow) {
+  // 4096: 16-byte vectors; 1004: element by element (rows not a whole number of vectors).
+  for (int64_t hidden : {4096, 1004}) {
+    for (int64_t rows : {1, 37, 300}) {
+      for (float offset : {0.0f, 1.0f}) {
+        const std::string what = "hidden " + std::to_string(hidden) + ", " +
+                                 std::to_string(rows) + " rows, weight offset " +
+                                 std::to_string(offset);
+        const NormSpec norm{1e-5f, offset};
+        const Tensor x = random({rows, hidden}, 3.0f), w = random({1, hidden}, 1.0f);
+        const Tensor weight(w.data, DType::kBF16, {hidden});
+        // rms_norm
+        const Tensor normed = empty(DType::kBF16, {rows, hidden});
+        backend_->rms_norm(x, weight, norm, normed);
+        const Tensor want = quantized(normed), got = fp8_rows(rows, hidden);
+        backend_->rms_norm(x, weight, norm, got);
+        ASSERT_TRUE(backend_->synchronize().ok()) << what;
+        expect_same_fp8(got, want, "rms_norm, " + what);
+        // add_rms_norm: the residual sums as before, and the norm of it is quantized.
+        const Tensor residual = random({rows, hidden}, 3.0f);
+        const Tensor r16 = copy(residual), r8 = copy(residual);
+        backend_->add_rms_norm(r16, x, weight, norm, normed);
+        const Tensor want_sum = quantized(normed), got_sum = fp8_rows(rows, hidden);
+        backend_->add_rms_norm(r8, x, weight, norm, got_sum);
+        ASSERT_TRUE(backend_->synchronize().ok()) << what;
+        expect_same_fp8(got_sum, want_sum, "add_rms_norm, " + what);
+        EXPECT_EQ(contents(r8), contents(r16)) << "add_rms_norm's residual, " << what;
+      }
+    }
+  }
+}
+
+TEST_F(GpuFp8ActivationTest, GatedActivationsWriteTheCodesOfTheirOutputQuantizedPerRow) {
+  // 14336 (the 8B model's): 16-byte vectors; 1001: element by element.
+  for (int64_t inter : {14336, 1001}) {
+    for (int64_t rows : {1, 37, 300}) {
+      for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+        const std::string what = "intermediate " + std::to_string(inter) + ", " +
+                                 std::to_string(rows) + " rows, " +
+                                 (act == Activation::kSilu ? "SiLU" : "GELU");
+        const Tensor gate_up = random({rows, 2 * inter}, 4.0f);
+        const Tensor out = empty(DType::kBF16, {rows, inter});
+        backend_->gated_activation(gate_up, act, out);
+        const Tensor want = quantized(out), got = fp8_rows(rows, inter);
+        backend_->gated_activation(gate_up, act, got);
+        ASSERT_TRUE(backend_->synchronize().ok()) << what;
+        expect_same_fp8(got, want, what);
+      }
+    }
+  }
+}
+
+TEST_F(GpuFp8ActivationTest, LinearReadsTheCodesItsProducerWrote) {
+  const int64_t n = 1024, k = 4096, m = 300;
+  const Tensor w16 = random({n, k}, 0.03f);
+  Tensor w = fp8_rows(n, k);
+  backend_->quantize_fp8(w16, w, Tensor(w.scale, DType::kF32, {n}));
+  // cuBLASLt's row-wise scaled GEMM at 300 rows reads FP8 x; nothing does for a 16-bit weight.
+  ASSERT_TRUE(backend_->fp8_activations(w, m));
+  EXPECT_FALSE(backend_->fp8_activations(w16, m));
+  const Tensor x = random({m, k}, 2.0f), x8 = quantized(x);
+  const Tensor want = empty(DType::kBF16, {m, n}), got = empty(DType::kBF16, {m, n});
+  backend_->linear(x, w, want);
+  backend_->linear(x8, w, got);
+  ASSERT_TRUE(backend_->synchronize().ok());
+  EXPECT_EQ(contents(got), contents(want));
+  // Rows 1.. of each: the codes' view starts a row in (aligned), its scales 4 bytes in (not).
+  const Tensor want_view = empty(DType::kBF16, {m - 1, n}), got_view = empty(DType::kBF16, {m - 1, n});
+  backend_->linear(x.rows(1, m - 1), w, want_view);
+  backend_->linear(x8.rows(1, m - 1), w, got_view);
+  ASSERT_TRUE(backend_->synchronize().ok());
+  EXPECT_EQ(contents(got_view), contents(want_view));
+}
+
+TEST_F(GpuFp8ActivationTest, MisshapenFp8OutputsAreErrorsNamingTheOp) {
+  const Tensor x = random({4, 256}, 1.0f), w = random({1, 256}, 1.0f);
+  const Tensor weight(w.data, DType::kBF16, {256});
+  Tensor no_scales = fp8_rows(4, 256);
+  no_scales.scale = nullptr;
+  backend_->rms_norm(x, weight, NormSpec{1e-5f, 0.0f}, no_scales);
+  absl::Status s = backend_->synchronize();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("rms_norm: an FP8 out"), std::string::npos) << s;
+  backend_->gated_activation(x, Activation::kSilu, fp8_rows(4, 256));  // want 4 x 128
+  s = backend_->synchronize();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("gated_activation: an FP8 out of 4 x 256"),
+            std::string::npos)
+      << s;
+}
+
+}  // namespace
+}  // namespace tessera
