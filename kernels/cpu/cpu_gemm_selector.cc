@@ -18,7 +18,7 @@ cpu::GemmAlgo CpuGemmSelector::select(GemmSolutionSource& source, int64_t m, int
   const auto key = std::make_tuple(m, n, k);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   const GemmSignature sig = GemmSignature::for_linear(m, n, k, GemmDType::kF32, GemmDType::kF32);
-  const std::string solution = source.solution_for(sig);
+  const std::string solution = source.solution_for(sig).value_or(std::string(kDefaultSolution));
   std::optional<cpu::GemmAlgo> algo = cpu::parse_gemm_algo(solution);
   if (!algo) {
     spdlog::warn("cpu: {} names solution '{}', which the CPU backend does not have; running the "

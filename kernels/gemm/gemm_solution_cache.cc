@@ -23,11 +23,12 @@ const Gemm::Solution& GemmSolutionCache::solution(Gemm& gemm, GemmSolutionSource
   // The answer is filed under the version read before asking: if the version moves meanwhile (a
   // warmup replacing a solution already handed out), the next call drops it and asks again,
   // rather than keeping an answer that may predate the move under the new version.
-  const std::string name = source.solution_for(sig);
-  absl::StatusOr<Gemm::Solution> s = gemm.resolve(shape, name);
+  const std::optional<std::string> name = source.solution_for(sig);
+  if (!name) return resolved_.emplace(sig, untuned(gemm, shape)).first->second;
+  absl::StatusOr<Gemm::Solution> s = gemm.resolve(shape, *name);
   if (!s.ok()) {
-    if (warned_.insert(name).second) {
-      spdlog::warn("GEMM {}: solution \"{}\" cannot run ({}); using Default", sig.key(), name,
+    if (warned_.insert(*name).second) {
+      spdlog::warn("GEMM {}: solution \"{}\" cannot run ({}); using Default", sig.key(), *name,
                    s.status().ToString());
     }
     s = Gemm::Solution{};

@@ -1,8 +1,9 @@
 // What GpuBackend::linear runs for each GEMM when a tuning context is attached: the context's
 // solution name for the signature, resolved once (parse + library check) and kept until the
-// context's version moves. A name that does not resolve (unknown, unparseable, rejected for the
-// shape) runs Default, with one warning naming the solution and the reason. Without a context,
-// untuned() resolves Gemm::untuned_solution once per signature.
+// context's version moves; where the context has none, the untuned solution. A name that does not
+// resolve (unknown, unparseable, rejected for the shape) runs Default, with one warning naming
+// the solution and the reason. Without a context, untuned() resolves Gemm::untuned_solution once
+// per signature.
 #pragma once
 
 #include <cstdint>

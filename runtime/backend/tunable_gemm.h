@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -137,9 +138,11 @@ class TunableGemm {
 class GemmSolutionSource {
  public:
   virtual ~GemmSolutionSource() = default;
-  // The solution linear() should run for `sig`: the tuned one, or kDefaultSolution. In tune
-  // mode an untuned signature is tuned first, on the calling thread.
-  virtual std::string solution_for(const GemmSignature& sig) = 0;
+  // The solution linear() should run for `sig`: the tuned one, or none where nothing is tuned for
+  // it (the backend then runs what it runs untuned: Default, or for decode-sized FP8 weights
+  // tessera's FP8-weight kernel). In tune mode an untuned signature is tuned first, on the
+  // calling thread.
+  virtual std::optional<std::string> solution_for(const GemmSignature& sig) = 0;
   // Moves whenever an answer solution_for has already given may have changed: a backend may
   // cache answers (name -> its own algorithm handle), and record them into graphs, until it
   // does. An answer not given yet may change without it.

@@ -64,13 +64,13 @@ absl::Status TuningContext::load() {
   return absl::OkStatus();
 }
 
-std::string TuningContext::solution_for(const GemmSignature& sig) {
-  if (config_.mode == TuningMode::kOff) return std::string(kDefaultSolution);
+std::optional<std::string> TuningContext::solution_for(const GemmSignature& sig) {
+  if (config_.mode == TuningMode::kOff) return std::nullopt;
   // A miss is tuned before it is answered: nobody holds the miss then, so storing the result
   // does not move version() (tuning_results.h) and no other shape's cached answer is dropped.
   const bool miss = tunes_on_miss(config_.mode) && !results_.find(sig);
   if (miss) {
-    // Never wait behind a warmup: the default serves until the tuner is free.
+    // Never wait behind a warmup: the untuned choice serves until the tuner is free.
     std::unique_lock<std::mutex> lock(tuner_mu_, std::try_to_lock);
     if (lock.owns_lock() && failed_.count(sig) == 0) {
       const GemmTuneReport report = tune_locked(sig);
@@ -84,7 +84,8 @@ std::string TuningContext::solution_for(const GemmSignature& sig) {
   const std::optional<TunedSolution> answer = results_.answer(sig);
   const bool hit = answer.has_value() && !miss;
   (hit ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
-  return answer ? answer->solution : std::string(kDefaultSolution);
+  if (!answer) return std::nullopt;
+  return answer->solution;
 }
 
 GemmTuneReport TuningContext::tune(const GemmSignature& sig, bool force,

@@ -1,11 +1,11 @@
 // The GEMM tuning of one device: its results (loaded from its results file at start), the
 // mode's rules, and the GemmSolutionSource its backend's linear() asks.
 //
-//   off     solution_for always answers the default; the file is not read.
-//   use     answers what the file has (hit) or the default (miss); never tunes.
+//   off     solution_for answers nothing (the backend's untuned choice); the file is not read.
+//   use     answers what the file has (hit) or nothing (miss); never tunes.
 //   tune    as use, but a miss is tuned on the calling thread (the engine's, on a backend's
 //           linear()), then saved. While a warmup holds this device's tuner, a miss answers the
-//           default instead of waiting, and is tuned on a later call.
+//           untuned choice instead of waiting, and is tuned on a later call.
 //   warmup  as tune; the daemon also tunes the warmup plan before serving (warmup_job.h).
 //
 // A results file whose validators differ from the device's (TunableGemm::validators) is ignored
@@ -55,7 +55,7 @@ struct GemmTuneReport {
 // Cumulative counters of one device, for metrics.
 struct GemmTuningCounters {
   uint64_t hits = 0;          // solution_for answered a tuned solution
-  uint64_t misses = 0;        // solution_for found nothing (answered the default or tuned)
+  uint64_t misses = 0;        // solution_for found nothing (answered none, or tuned it)
   uint64_t shapes_tuned = 0;  // GEMMs tuned in this process
   double tuning_seconds = 0;  // time spent tuning them
   TunePhases phases;          // ...and where it went
@@ -74,7 +74,7 @@ class TuningContext final : public GemmSolutionSource {
 
   // GemmSolutionSource. Thread-safe. The version moves only when tuning changes a solution
   // already answered (tuning_results.h), not with every GEMM a warmup tunes.
-  std::string solution_for(const GemmSignature& sig) override;
+  std::optional<std::string> solution_for(const GemmSignature& sig) override;
   uint64_t version() const override { return results_.version(); }
 
   // Tunes `sig` on the calling thread (waiting for the device's tuner when a warmup or another

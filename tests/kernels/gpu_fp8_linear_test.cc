@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/half.h"
@@ -156,6 +159,42 @@ TEST_F(GpuFp8LinearTest, RecordedAndReplayedLikeAnyDecodeOp) {
   EXPECT_EQ(backend_->graphs_recorded() - recorded, 1u);
   EXPECT_EQ(backend_->graph_replays() - replays, 2u);
   backend_->release_graphs();
+}
+
+// A tuning context that has nothing for a signature (use mode, a shape outside its file) leaves the
+// shape to its untuned solution -- tessera's FP8-weight kernel at decode sizes, which reads 16-bit
+// x -- exactly as no context at all would; an answer of Default runs the library on FP8 x.
+class NoAnswers final : public GemmSolutionSource {
+ public:
+  std::optional<std::string> solution_for(const GemmSignature& sig) override {
+    if (auto it = answers.find(sig); it != answers.end()) return it->second;
+    return std::nullopt;
+  }
+  uint64_t version() const override { return version_number; }
+  std::map<GemmSignature, std::string> answers;
+  uint64_t version_number = 1;
+};
+
+TEST_F(GpuFp8LinearTest, AShapeTheContextLacksRunsItsUntunedSolution) {
+  const int64_t n = 1024, k = 4096, m = 4;
+  std::vector<DeviceBuffer> keep;
+  const Tensor w = random_bf16(keep, {n, k}, 0.03f);
+  const Tensor codes = quantized(keep, w);
+  const Tensor x = random_bf16(keep, {m, k}, 1.0f);
+  const Tensor untuned = empty(keep, DType::kBF16, {m, n}), got = empty(keep, DType::kBF16, {m, n});
+  ASSERT_FALSE(backend_->fp8_activations(codes, m)) << "untuned decode sizes read 16-bit x";
+  backend_->linear(x, codes, untuned);
+  NoAnswers source;
+  backend_->set_gemm_solutions(&source);
+  EXPECT_FALSE(backend_->fp8_activations(codes, m));
+  backend_->linear(x, codes, got);
+  ASSERT_TRUE(backend_->synchronize().ok());
+  EXPECT_EQ(download(got), download(untuned));
+  source.answers[gpu::signature_of(gpu::GemmShape{m, n, k, gpu::fp8_gemm_dtype(), GemmDType::kBF16,
+                                                  /*rowwise=*/true})] = "Default";
+  ++source.version_number;
+  EXPECT_TRUE(backend_->fp8_activations(codes, m)) << "Default reads FP8 x";
+  backend_->set_gemm_solutions(nullptr);
 }
 
 TEST_F(GpuFp8LinearTest, AnFp8WeightWithoutItsScaleIsAnError) {

@@ -151,13 +151,14 @@ class PerturbingTunableGemm final : public TunableGemm {
   std::vector<std::string> last_run_;
 };
 
-// Answers linear()'s solution questions from a map (Default when absent) and counts them.
+// Answers linear()'s solution questions from a map (none when absent) and counts them.
 class FakeSolutionSource final : public GemmSolutionSource {
  public:
-  std::string solution_for(const GemmSignature& sig) override {
+  std::optional<std::string> solution_for(const GemmSignature& sig) override {
     ++calls;
     auto it = answers.find(sig);
-    std::string answer = it == answers.end() ? "Default" : it->second;
+    std::optional<std::string> answer;
+    if (it != answers.end()) answer = it->second;
     // A warmup replacing the solution while this answer is on its way: the version moves after
     // the (now stale) answer was read.
     if (replace_while_answering) {

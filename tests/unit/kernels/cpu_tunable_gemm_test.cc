@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -81,7 +82,7 @@ TEST(CpuTunableGemm, ValidatorsNameTheBuildAndTheMachine) {
 class FixedSolutions final : public GemmSolutionSource {
  public:
   explicit FixedSolutions(std::string solution) : solution_(std::move(solution)) {}
-  std::string solution_for(const GemmSignature& sig) override {
+  std::optional<std::string> solution_for(const GemmSignature& sig) override {
     ++asked;
     last = sig;
     return solution_;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -52,12 +53,12 @@ class TuningContextTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TEST_F(TuningContextTest, OffAnswersTheDefaultAndReadsNothing) {
+TEST_F(TuningContextTest, OffAnswersNothingAndReadsNothing) {
   write(header() + kSig.key() + ",fast,0.25\n");
   FakeTunableGemm gemm = device();
   auto ctx = TuningContext::create(config(TuningMode::kOff), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
-  EXPECT_EQ((*ctx)->solution_for(kSig), kDefaultSolution);
+  EXPECT_EQ((*ctx)->solution_for(kSig), std::nullopt);
   EXPECT_TRUE((*ctx)->results().empty());
   EXPECT_EQ(gemm.prepares, 0);
   EXPECT_EQ((*ctx)->counters().hits + (*ctx)->counters().misses, 0u);
@@ -69,7 +70,7 @@ TEST_F(TuningContextTest, UseReadsTheFileAndNeverTunes) {
   auto ctx = TuningContext::create(config(TuningMode::kUse), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   EXPECT_EQ((*ctx)->solution_for(kSig), "fast");
-  EXPECT_EQ((*ctx)->solution_for(kOther), kDefaultSolution);
+  EXPECT_EQ((*ctx)->solution_for(kOther), std::nullopt);
   EXPECT_EQ(gemm.prepares, 0);
   EXPECT_EQ((*ctx)->counters().hits, 1u);
   EXPECT_EQ((*ctx)->counters().misses, 1u);
@@ -191,10 +192,10 @@ TEST_F(TuningContextTest, WarmupTunesThePlanOnEveryDevice) {
 // GEMM of the plan.
 TEST_F(TuningContextTest, AWarmupMovesTheVersionOnlyWhenAnAnswerInUseChanges) {
   FakeTunableGemm gemm = device();
-  // use: solution_for never tunes, so the engine's miss stays the default until a warmup.
+  // use: solution_for never tunes, so the engine's miss stays untuned until a warmup.
   auto ctx = TuningContext::create(config(TuningMode::kUse), TuningDeviceKind::kGpu, 0, &gemm);
   ASSERT_TRUE(ctx.ok());
-  EXPECT_EQ((*ctx)->solution_for(kSig), kDefaultSolution);  // the engine runs kSig
+  EXPECT_EQ((*ctx)->solution_for(kSig), std::nullopt);  // the engine runs kSig
   const uint64_t v0 = (*ctx)->version();
 
   std::vector<WarmupGemm> plan;
