@@ -69,7 +69,9 @@
 #   fp8      FP8 weights (quantization: fp8) and FP8 weights + FP8 KV cache (kv_cache_dtype: fp8)
 #            against bf16 on the 8B shape; FP8_PARTS picks among tests (the FP8 GPU kernel
 #            tests), logits (logits, greedy and forced tokens), serve (c=1, 256 x 128/128 and
-#            256 x 1000/1000 each way; FP8_SERVE picks the ways: none:auto fp8:auto fp8:fp8),
+#            256 x 1000/1000 each way; FP8_SERVE picks the ways: none:auto fp8:auto fp8:fp8,
+#            FP8_LOADS among c1 c256_128 c256_1000, FP8_FLAGS adds tesserad flags to each, e.g.
+#            "--tuning-mode warmup" with the time to readiness),
 #            gemm (`tessera bench gemm --dtype fp8-rowwise` beside tests/bench/bench_scaled_mm.py
 #            at FP8_GEMM_M) and ppl (the default model's perplexity each way on Debian's license
 #            texts; DEFAULT_MODEL, sent in parts as for `default`)
@@ -832,13 +834,20 @@ run_fp8() {
     local way q kv name
     for way in ${FP8_SERVE:-none:auto fp8:auto fp8:fp8}; do
       q=${way%:*} kv=${way#*:} name=fp8_${q}_kv_${kv}
-      start_server "$name" --quantization $q --kv-cache-dtype $kv --max-num-seqs 256 || continue
+      local start=$SECONDS
+      # shellcheck disable=SC2086  # FP8_FLAGS: extra tesserad flags, word-split on purpose
+      start_server "$name" --quantization $q --kv-cache-dtype $kv --max-num-seqs 256 ${FP8_FLAGS:-} \
+        || continue
+      echo "$way: ready $((SECONDS - start)) s after start"
       grep -h -A3 "device  name" "$out/tesserad_$name.log" | head -3
       grep -h -o "KV cache: [^\"]*" "$out/tesserad_$name.log" | head -1
-      bench_serve "$name" 1
-      echo "$way c=1: $(grep -m1 "output throughput" "$out/serve_${name}_c1.log") $(grep -m1 "^ITL" "$out/serve_${name}_c1.log")"
-      load_run "${name}_c256_128" --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128
-      load_run "${name}_c256_1000" --concurrency 256 --num-requests 256 --prompt-len 1000 --output-len 1000
+      local loads=" ${FP8_LOADS:-c1 c256_128 c256_1000} "
+      if [[ $loads == *" c1 "* ]]; then
+        bench_serve "$name" 1
+        echo "$way c=1: $(grep -m1 "output throughput" "$out/serve_${name}_c1.log") $(grep -m1 "^ITL" "$out/serve_${name}_c1.log")"
+      fi
+      [[ $loads == *" c256_128 "* ]] && load_run "${name}_c256_128" --concurrency 256 --num-requests 512 --prompt-len 128 --output-len 128
+      [[ $loads == *" c256_1000 "* ]] && load_run "${name}_c256_1000" --concurrency 256 --num-requests 256 --prompt-len 1000 --output-len 1000
       stop_server
     done
   fi
