@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/model_files.h"
 #include "runtime/model_instance.h"
 #include "runtime/perplexity.h"
 #include "tools/cli_args.h"
@@ -81,6 +82,17 @@ int perplexity_command(int argc, char** argv) {
   auto text = read_text(text_path);
   if (!text.ok()) return fail(text.status());
 
+  // --context is the run's max_model_len: a window past the model's positions is this flag's
+  // mistake, said so before the weights load (ModelInstance::load would name the daemon's key).
+  if (auto files = ModelFiles::open(model_path); files.ok()) {
+    const int64_t positions = files->config().max_position_embeddings;
+    if (positions > 0 && *context > positions) {
+      return usage_error(absl::InvalidArgumentError(
+          absl::StrFormat("--context %d exceeds the model's %d positions "
+                          "(max_position_embeddings): at most %d",
+                          *context, positions, positions)));
+    }
+  }
   auto options = instance_options(*args);
   if (!options.ok()) return usage_error(options.status());
   options->engine.max_num_seqs = 1;

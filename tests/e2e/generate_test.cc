@@ -6,8 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/model_instance.h"
@@ -171,6 +174,29 @@ TEST_F(GenerateE2E, PerplexityCliMatchesTheDaemonsLogprobs) {
   const double daemon_ppl = std::exp(nll / (n - 1));
   EXPECT_NEAR(report["perplexity"].get<double>(), daemon_ppl, 1e-3 * daemon_ppl)
       << "mean nll: CLI " << report["mean_nll"].get<double>() << ", daemon " << nll / (n - 1);
+}
+
+// A --context past the model's positions is a usage error (exit 2) naming the flag and the most
+// the model takes, not the daemon key it sets.
+TEST_F(GenerateE2E, PerplexityContextPastTheModelsPositionsNamesTheFlag) {
+  const std::string cli = TESSERA_CLI;
+  if (!std::filesystem::exists(cli)) GTEST_SKIP() << "tessera CLI not built: " << cli;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  const std::string base = (dir / ("tessera_ppl_ctx_" + std::to_string(::getpid()))).string();
+  const std::string text_path = base + ".txt", err_path = base + ".err";
+  std::ofstream(text_path) << "A short text.";
+  const std::string command = cli + " perplexity --model '" + default_model_path() + "' --text '" +
+                              text_path + "' --context 100000 > /dev/null 2> '" + err_path + "'";
+  const int status = std::system(command.c_str());
+  std::stringstream err;
+  err << std::ifstream(err_path).rdbuf();
+  std::filesystem::remove(text_path);
+  std::filesystem::remove(err_path);
+  ASSERT_TRUE(WIFEXITED(status)) << command;
+  EXPECT_EQ(WEXITSTATUS(status), 2) << err.str();
+  EXPECT_NE(err.str().find("--context 100000 exceeds the model's 8192 positions"),
+            std::string::npos)
+      << err.str();
 }
 
 TEST_F(GenerateE2E, StreamChunksOutcomeOnlyOnTheLastAndRequestIdEchoed) {
