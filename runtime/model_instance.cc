@@ -85,6 +85,34 @@ absl::Status default_tensor_parallel_devices(int32_t ranks, BackendOptions& back
   return absl::OkStatus();
 }
 
+// The quantization asked for, or auto's choice: the checkpoint's FP8 linear weights kept in FP8
+// where every device computes in FP8 and takes their shapes, else the compute dtype (as a 16-bit
+// checkpoint always is). Auto says at start what it chose for an FP8 checkpoint, and why.
+absl::StatusOr<Quantization> choose_quantization(const InstanceOptions& options,
+                                                 const ModelConfig& config,
+                                                 const std::vector<DeviceBackend>& backends,
+                                                 int32_t tp, DType dtype) {
+  if (options.quantization) return *options.quantization;
+  if (!config.quantization.quantized()) return Quantization::kNone;
+  absl::Status fp8 = absl::OkStatus();
+  for (const DeviceBackend& d : backends) {
+    fp8 = d.backend->supports(Quantization::kFp8);
+    if (!fp8.ok()) break;
+  }
+  if (fp8.ok()) {
+    fp8 = check_fp8_linear_shapes(config, tensor_parallel_shard(config, 0, tp),
+                                  options.quantization_keep);
+  }
+  if (!fp8.ok()) {
+    spdlog::info("quantization auto: an FP8 checkpoint, served in {} (its weights dequantized "
+                 "at load): {}",
+                 dtype_name(dtype), std::string(fp8.message()));
+    return Quantization::kNone;
+  }
+  spdlog::info("quantization auto: an FP8 checkpoint, its linear weights kept in FP8");
+  return Quantization::kFp8;
+}
+
 }  // namespace
 
 std::string ModelInstance::collectives() const {
@@ -142,6 +170,9 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
                                               backends.size(), " devices listed into stages"));
   }
   const DType dtype = backends.front().backend->compute_dtype();
+  TESSERA_ASSIGN_OR_RETURN(inst->quantization_,
+                           choose_quantization(options, config, backends, tp, dtype));
+  const Quantization quantization = inst->quantization_;
   const DType kv_dtype =
       options.kv_cache_dtype == KvCacheDtype::kFp8 ? DType::kF8_E4M3 : dtype;
   PlacementOptions placement;
@@ -149,14 +180,14 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   TESSERA_ASSIGN_OR_RETURN(const auto max_memory, parse_max_memory(options.max_memory));
   TESSERA_ASSIGN_OR_RETURN(placement.max_memory, stage_max_memory(max_memory, backends, tp));
   const ActivationBytes activations = StepRunner::activation_bytes(
-      DecoderModel::activation_cost(config, dtype, tp, options.quantization), config.hidden_size, config.vocab_size,
+      DecoderModel::activation_cost(config, dtype, tp, quantization), config.hidden_size, config.vocab_size,
       options.limits, execution, dtype);
   placement.activation_bytes = activations.stage;
   placement.head_activation_bytes = activations.head;
   placement.kv_reserve_bytes = options.kv_reserve_bytes;
   placement.kv_reserve_fraction = kDefaultKvReserveFraction;
   TESSERA_ASSIGN_OR_RETURN(inst->plan_,
-                           plan_placement(DecoderModel::footprint(config, dtype, tp, options.quantization,
+                           plan_placement(DecoderModel::footprint(config, dtype, tp, quantization,
                                                                   options.quantization_keep, kv_dtype),
                                           describe_stages(backends, tp), placement));
   inst->plan_.tensor_parallel_size = tp;
@@ -194,11 +225,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
     segments.push_back(std::move(seg));
   }
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DecoderModel> family,
-                           DecoderModel::load(inst->files_.weights(), segments, options.quantization,
+                           DecoderModel::load(inst->files_.weights(), segments, quantization,
                                               options.quantization_keep));
   inst->family_ = family.get();
   // (A keep list naming layers the model lacks was refused by the load: no warning before that.)
-  if (!options.quantization_keep.empty() && options.quantization == Quantization::kNone) {
+  if (!options.quantization_keep.empty() && quantization == Quantization::kNone) {
     spdlog::warn("quantization_keep \"{}\" has no effect: quantization is none",
                  options.quantization_keep.text());
   }
@@ -210,7 +241,7 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::st
   const ModelConfig one_rank = rank_config(config, tensor_parallel_shard(config, 0, tp));
   TESSERA_ASSIGN_OR_RETURN(
       inst->tuning_,
-      ModelTuning::attach(options.tuning, gemm_model_shape(one_rank, gemm_dtype_of(dtype), options.quantization,
+      ModelTuning::attach(options.tuning, gemm_model_shape(one_rank, gemm_dtype_of(dtype), quantization,
                                            options.quantization_keep),
                           WarmupLimits{options.limits.max_batch_tokens, options.limits.max_logit_rows},
                           std::move(tuning_devices)));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,9 @@ struct InstanceOptions {
   int32_t tensor_parallel_size = 1;
   // The decoder layers' linear weights in FP8 (a scale per output feature, quantized at load)
   // where kFp8, but those quantization_keep names; refused at load by a backend without FP8
-  // (Backend::supports).
-  Quantization quantization = Quantization::kNone;
+  // (Backend::supports). Unset (auto): kFp8 for an FP8 checkpoint whose shapes every device
+  // takes in FP8, else kNone (ModelInstance::quantization() says which).
+  std::optional<Quantization> quantization;
   QuantizationKeep quantization_keep;
   // The KV cache's elements: the compute dtype, or FP8 e4m3 with per-layer K and V scales (from
   // the checkpoint, else calibrated at load: runtime/kv_cache_scales.h); refused at load by a
@@ -72,6 +74,8 @@ class ModelInstance {
   // The devices that hold the model's layers, in pipeline order (a stage's ranks in rank order).
   const std::vector<std::unique_ptr<Backend>>& backends() const { return backends_; }
   int32_t tensor_parallel_size() const { return plan_.tensor_parallel_size; }
+  // How the decoder's linear weights are kept: InstanceOptions::quantization, or what auto chose.
+  Quantization quantization() const { return quantization_; }
   // What carries the collectives of tensor parallelism (empty without it).
   std::string collectives() const;
   // Where the layers went, per device: bytes, KV capacity (the plan table's source).
@@ -93,6 +97,7 @@ class ModelInstance {
 
   std::string path_;
   ModelFiles files_;
+  Quantization quantization_ = Quantization::kNone;
   std::vector<std::unique_ptr<Backend>> backends_;
   std::vector<std::unique_ptr<Communicator>> communicators_;  // after backends_: go first
   PlacementPlan plan_;

@@ -263,12 +263,13 @@ const std::vector<KeySpec>& specs() {
                    return true;
                  },
                  [](const DaemonConfig& c) { return c.dtype; }});
-    s.push_back(enum_key("quantization", "one of none, fp8",
-                         "the decoder layers' linear weights kept in FP8 (e4m3, a scale per output "
-                         "feature, quantized at load); embeddings, norms and lm_head stay in dtype. "
-                         "Needs a GPU with FP8 tensor cores (compute capability 8.9+): refused "
-                         "at start elsewhere",
-                         &DaemonConfig::quantization, {"none", "fp8"}));
+    s.push_back(enum_key("quantization", "one of auto, none, fp8",
+                         "fp8: the decoder layers' linear weights kept in FP8 (e4m3, a scale per "
+                         "output feature, quantized at load; an FP8 checkpoint's codes kept); "
+                         "embeddings, norms and lm_head stay in dtype. Needs a GPU with FP8 tensor "
+                         "cores (compute capability 8.9+): refused at start elsewhere. auto: fp8 "
+                         "for an FP8 checkpoint where every device has FP8, else none",
+                         &DaemonConfig::quantization, {"auto", "none", "fp8"}));
     s.push_back(string_key("quantization_keep",
                            "a comma-separated list of qkv, o, gate_up, down, layers.N, "
                            "layers.N.<projection> (or empty)",

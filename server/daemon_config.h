@@ -31,7 +31,7 @@ struct DaemonConfig {
   std::string backend = "auto";  // auto (GPU if visible, else CPU), cpu, or gpu (required)
   int32_t gpu_device = 0;          // GPU ordinal for the GPU backend
   std::string dtype = "bfloat16";  // GPU compute dtype: bfloat16 or float16 (CPU: float32)
-  std::string quantization = "none";  // none or fp8: the decoder's linear weights in FP8
+  std::string quantization = "auto";  // auto, none or fp8: the decoder's linear weights in FP8
   std::string quantization_keep;      // linear weights fp8 leaves in dtype (QuantizationKeep)
   std::string kv_cache_dtype = "auto";  // auto (the compute dtype) or fp8
   int32_t threads = 0;   // CPU backend threads; 0 = every core

@@ -45,7 +45,7 @@ InstanceOptions instance_options(const DaemonConfig& config) {
   options.device_map = config.device_map;
   options.tensor_parallel_size = config.tensor_parallel_size;
   // daemon_config validated the name.
-  options.quantization = parse_quantization(config.quantization).value_or(Quantization::kNone);
+  options.quantization = parse_quantization(config.quantization).value_or(std::nullopt);
   options.quantization_keep = QuantizationKeep::parse(config.quantization_keep).value_or(QuantizationKeep{});
   options.kv_cache_dtype = parse_kv_cache_dtype(config.kv_cache_dtype).value_or(KvCacheDtype::kAuto);
   options.max_memory = config.max_memory;
@@ -123,7 +123,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::load(const DaemonConfi
     for (int32_t r : d.ranks) p->add_ranks(r);
   }
   info.set_tensor_parallel_size(inst.tensor_parallel_size());
-  info.set_quantization(std::string(quantization_name(options.quantization)));
+  info.set_quantization(std::string(quantization_name(inst.quantization())));
   info.set_kv_cache_dtype(std::string(dtype_name(inst.cache().dtype())));
   info.set_collectives(inst.collectives());
   return m;

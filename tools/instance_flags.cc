@@ -22,8 +22,9 @@ const char kInstanceFlagsUsage[] =
     "      --device-map MAP        auto, balanced, balanced_low_0, sequential, or prefix=device,...\n"
     "      --max-memory CAPS       per-device memory caps, e.g. 0=20GiB,1=20GiB\n"
     "      --tensor-parallel-size N  split every layer over N devices (default 1)\n"
-    "      --quantization Q        none, or fp8: the decoder's linear weights in FP8 (GPU,\n"
-    "                              compute capability 8.9+)\n"
+    "      --quantization Q        auto (default: fp8 for an FP8 checkpoint on a GPU with FP8,\n"
+    "                              else none), none, or fp8: the decoder's linear weights in\n"
+    "                              FP8 (GPU, compute capability 8.9+)\n"
     "      --quantization-keep L   weights fp8 leaves in dtype: qkv, o, gate_up, down,\n"
     "                              layers.N, layers.N.<projection> (comma-separated)\n"
     "      --kv-cache-dtype D      auto (the compute dtype) or fp8: e4m3 K/V with per-layer\n"
@@ -58,7 +59,7 @@ absl::StatusOr<InstanceOptions> instance_options(const Args& args) {
   auto tensor_parallel = args.get_int("tensor-parallel-size", 1);
   if (!tensor_parallel.ok()) return tensor_parallel.status();
   options.tensor_parallel_size = static_cast<int32_t>(*tensor_parallel);
-  auto quantization = parse_quantization(args.get("quantization", "none"));
+  auto quantization = parse_quantization(args.get("quantization", "auto"));
   if (!quantization.ok()) return quantization.status();
   options.quantization = *quantization;
   auto keep = QuantizationKeep::parse(args.get("quantization-keep"));

@@ -119,8 +119,8 @@ int perplexity_command(int argc, char** argv) {
   const std::string backend = absl::StrFormat("%s, %s", inst.backend().name(),
                                               dtype_name(inst.backend().compute_dtype()));
   // What the linear weights are kept in: the compute dtype, or FP8 but for the kept ones.
-  std::string weights(quantization_name(options->quantization));
-  if (options->quantization == Quantization::kFp8 && !options->quantization_keep.empty()) {
+  std::string weights(quantization_name(inst.quantization()));
+  if (inst.quantization() == Quantization::kFp8 && !options->quantization_keep.empty()) {
     weights += " (keep " + options->quantization_keep.text() + ")";
   }
   const std::string kv_cache(dtype_name(inst.cache().dtype()));

@@ -33,11 +33,12 @@ bool projection_named(std::string_view name, LinearProjection* out) {
 
 }  // namespace
 
-absl::StatusOr<Quantization> parse_quantization(std::string_view text) {
-  if (text == "none" || text.empty()) return Quantization::kNone;
+absl::StatusOr<std::optional<Quantization>> parse_quantization(std::string_view text) {
+  if (text == "auto" || text.empty()) return std::nullopt;
+  if (text == "none") return Quantization::kNone;
   if (text == "fp8") return Quantization::kFp8;
   return absl::InvalidArgumentError(
-      str_cat("quantization: \"", text, "\" is not a choice: none or fp8"));
+      str_cat("quantization: \"", text, "\" is not a choice: auto, none or fp8"));
 }
 
 std::string_view quantization_name(Quantization q) {

@@ -1,11 +1,14 @@
 // How a model's decoder linear weights are stored on the device (the `quantization` key): as
 // loaded (the compute dtype), or FP8 e4m3 with an fp32 scale per output feature, quantized at
-// load. Embeddings, norms and lm_head stay in the compute dtype either way, and so does every
-// linear weight `quantization_keep` names (QuantizationKeep).
+// load (an FP8 checkpoint's codes kept). Embeddings, norms and lm_head stay in the compute dtype
+// either way, and so does every linear weight `quantization_keep` names (QuantizationKeep). The
+// key's default, auto, picks per model and device (ModelInstance::load): FP8 for an FP8
+// checkpoint where every device computes in FP8, else none.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,8 +20,9 @@ namespace tessera {
 
 enum class Quantization { kNone, kFp8 };
 
-// "none" or "fp8"; InvalidArgument naming the choices otherwise.
-absl::StatusOr<Quantization> parse_quantization(std::string_view text);
+// "none" or "fp8"; "auto" (or empty) as no value: the choice left to the load. InvalidArgument
+// naming the choices otherwise.
+absl::StatusOr<std::optional<Quantization>> parse_quantization(std::string_view text);
 std::string_view quantization_name(Quantization q);
 
 // The KV cache's element type (the `kv_cache_dtype` key): the compute dtype ("auto"), or FP8 e4m3

@@ -2,14 +2,16 @@
 // as an llm-compressor FP8 checkpoint (per-channel e4m3fn codes) keeps its stored codes on the
 // device (WeightLoader::load_fp8_codes, GpuBackend::upload_bytes), and its logits match those of
 // its dequantized fp32 twin served in the compute dtype within that dtype's rounding: prompts of
-// a few tokens run the FP8-weight kernels, which widen the codes exactly. Skips without a GPU
-// with FP8.
+// a few tokens run the FP8-weight kernels, which widen the codes exactly. `quantization: auto` (no
+// choice made) keeps such a checkpoint in FP8 too, with the same logits, and a 16-bit checkpoint
+// in its dtype. Skips without a GPU with FP8.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<ModelInstance> load_on_gpu(const fs::path& dir, Quantization quantization) {
+// quantization unset: auto.
+std::unique_ptr<ModelInstance> load_on_gpu(const fs::path& dir,
+                                           std::optional<Quantization> quantization) {
   InstanceOptions options;
   options.backend.kind = BackendKind::kGpu;
   options.quantization = quantization;
@@ -58,7 +62,12 @@ TEST(GpuFp8Checkpoint, KeepsItsCodesAndMatchesItsDequantizedTwin) {
   if (HasFatalFailure()) return;
   std::unique_ptr<ModelInstance> fp8 = load_on_gpu(tmp / "fp8", Quantization::kFp8);
   std::unique_ptr<ModelInstance> twin = load_on_gpu(tmp / "dequant", Quantization::kNone);
-  ASSERT_TRUE(fp8 && twin);
+  std::unique_ptr<ModelInstance> fp8_auto = load_on_gpu(tmp / "fp8", std::nullopt);
+  std::unique_ptr<ModelInstance> twin_auto = load_on_gpu(tmp / "dequant", std::nullopt);
+  ASSERT_TRUE(fp8 && twin && fp8_auto && twin_auto);
+  EXPECT_EQ(fp8_auto->quantization(), Quantization::kFp8);
+  EXPECT_EQ(twin_auto->quantization(), Quantization::kNone);
+  EXPECT_EQ(fp8_auto->weight_bytes(), fp8->weight_bytes());
   // A byte and a row scale per linear weight: less than the twin's two bytes.
   EXPECT_LT(fp8->weight_bytes(), twin->weight_bytes());
   const auto cases = testing::read_family_cases(fixture, "cases");
@@ -70,6 +79,8 @@ TEST(GpuFp8Checkpoint, KeepsItsCodesAndMatchesItsDequantizedTwin) {
     const double e = testing::rel_err(testing::prompt_logits(*fp8, c.prompt),
                                       testing::prompt_logits(*twin, c.prompt));
     EXPECT_LT(e, 5e-2) << c.prompt.size() << "-token prompt";
+    EXPECT_EQ(testing::prompt_logits(*fp8_auto, c.prompt), testing::prompt_logits(*fp8, c.prompt))
+        << c.prompt.size() << "-token prompt: auto is not the same FP8 model";
     std::printf("[ metric ] fp8 checkpoint on the GPU, %zu-token prompt: logits rel_err vs its "
                 "dequantized twin in bf16 %.2e\n", c.prompt.size(), e);
   }

@@ -2,6 +2,7 @@
 // tokens (checked against transformers, docs/reference.md), and the batching machinery
 // (chunked prefill, concurrent sequences) must not change a single token.
 #include <filesystem>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -71,6 +72,8 @@ TEST_F(DefaultModel, Fp8QuantizationIsRefusedOnTheCpu) {
   const std::string message(m.status().message());
   EXPECT_NE(message.find("quantization: fp8"), std::string::npos) << message;
   EXPECT_NE(message.find("cpu"), std::string::npos) << message;
+  EXPECT_EQ(*parse_quantization("auto"), std::nullopt);
+  EXPECT_EQ(*parse_quantization(""), std::nullopt);
   EXPECT_EQ(*parse_quantization("none"), Quantization::kNone);
   EXPECT_EQ(*parse_quantization("fp8"), Quantization::kFp8);
   EXPECT_FALSE(parse_quantization("int4").ok());

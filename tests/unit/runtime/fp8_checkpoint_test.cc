@@ -65,6 +65,8 @@ TEST(Fp8Checkpoint, LoadsAsItsDequantizedValuesOnTheCpu) {
   std::unique_ptr<ModelInstance> original = load(kFixture / "hf", 1);
   ASSERT_TRUE(fp8 && fp8_tp && dequant && original);
   EXPECT_EQ(fp8->config().quantization.method, WeightQuantization::Method::kCompressedTensors);
+  // quantization auto (the default) on the CPU, which has no FP8: served dequantized.
+  EXPECT_EQ(fp8->quantization(), Quantization::kNone);
   EXPECT_EQ(fp8_tp->tensor_parallel_size(), 2);
 
   const std::vector<testing::FamilyCase> cases = testing::read_family_cases(kFixture, "cases");

@@ -91,7 +91,7 @@ TEST(DaemonConfig, InvalidValuesNameKeyValueOriginAndWhatIsAllowed) {
       {{"--listen", "host:99999"}, {"listen", "host:99999"}},
       {{"--max-message-bytes", "10"}, {"max_message_bytes", "[1KiB, 1GiB]"}},
       {{"--threads", "-1"}, {"threads", "-1"}},
-      {{"--quantization", "int4"}, {"quantization", "int4", "none, fp8"}},
+      {{"--quantization", "int4"}, {"quantization", "int4", "auto, none, fp8"}},
       {{"--kv-cache-dtype", "fp16"}, {"kv_cache_dtype", "fp16", "auto, fp8"}},
       {{"--quantization-keep", "down_proj"},
        {"quantization_keep", "down_proj", "qkv, o, gate_up, down, layers.N"}},
@@ -209,7 +209,11 @@ TEST(DaemonConfig, AdmissionHeadroomReachesTheEngine) {
 
 TEST(DaemonConfig, QuantizationAndKvCacheDtypeReachTheInstance) {
   EXPECT_EQ(instance_options(DaemonConfig()).kv_cache_dtype, KvCacheDtype::kAuto);
-  EXPECT_EQ(instance_options(DaemonConfig()).quantization, Quantization::kNone);
+  // auto by default: the load chooses (ModelInstance::quantization).
+  EXPECT_EQ(instance_options(DaemonConfig()).quantization, std::nullopt);
+  absl::StatusOr<CommandLine> none = parse({"--quantization", "none"});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(instance_options(none->config).quantization, Quantization::kNone);
   absl::StatusOr<CommandLine> cl = parse({"--kv-cache-dtype", "fp8", "--quantization", "fp8"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(instance_options(cl->config).kv_cache_dtype, KvCacheDtype::kFp8);
