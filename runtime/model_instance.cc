@@ -85,15 +85,24 @@ absl::Status default_tensor_parallel_devices(int32_t ranks, BackendOptions& back
   return absl::OkStatus();
 }
 
-// The quantization asked for, or auto's choice: the checkpoint's FP8 linear weights kept in FP8
-// where every device computes in FP8 and takes their shapes, else the compute dtype (as a 16-bit
-// checkpoint always is). Auto says at start what it chose for an FP8 checkpoint, and why.
+// The quantization asked for, or auto's choice: an FP8 checkpoint's per-tensor or per-channel
+// scaled linear weights kept as stored where every device computes in FP8 and takes their shapes,
+// else the compute dtype (as a 16-bit checkpoint, and a block-scaled one, always are). Auto says
+// at start what it chose for an FP8 checkpoint, and why.
 absl::StatusOr<Quantization> choose_quantization(const InstanceOptions& options,
                                                  const ModelConfig& config,
                                                  const std::vector<DeviceBackend>& backends,
                                                  int32_t tp, DType dtype) {
   if (options.quantization) return *options.quantization;
   if (!config.quantization.quantized()) return Quantization::kNone;
+  if (config.quantization.block_rows > 0) {
+    // FP8 weights here are kept with a scale per row: block-scaled codes would be rounded again.
+    spdlog::info("quantization auto: an FP8 checkpoint with {}x{} block scales, served in {} "
+                 "(its weights dequantized at load, exactly); quantization: fp8 would round them "
+                 "again to a scale per row",
+                 config.quantization.block_rows, config.quantization.block_cols, dtype_name(dtype));
+    return Quantization::kNone;
+  }
   absl::Status fp8 = absl::OkStatus();
   for (const DeviceBackend& d : backends) {
     fp8 = d.backend->supports(Quantization::kFp8);
@@ -109,7 +118,8 @@ absl::StatusOr<Quantization> choose_quantization(const InstanceOptions& options,
                  dtype_name(dtype), std::string(fp8.message()));
     return Quantization::kNone;
   }
-  spdlog::info("quantization auto: an FP8 checkpoint, its linear weights kept in FP8");
+  spdlog::info("quantization auto: an FP8 checkpoint, its FP8 linear weights kept as stored "
+               "(codes and scales)");
   return Quantization::kFp8;
 }
 

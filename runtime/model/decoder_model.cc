@@ -286,11 +286,17 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
     const LayerSegment& seg = segments[s];
     Backend& b = seg.rank_backend(rank);
     for (int64_t i = seg.first_layer; i < seg.end_layer(); ++i) {
+      const auto parts = decoder_layer_linear_parts(c, i, shard);
       std::array<bool, kLinearProjections> kept{};
       bool all_kept = true;
       for (int p = 0; p < kLinearProjections; ++p) {
         kept[p] = quantization == Quantization::kNone ||
                   keep.keeps(i, static_cast<LinearProjection>(p));
+        // What an FP8 checkpoint stores in higher precision (its ignore list) stays so.
+        if (!kept[p] && c.quantization.quantized()) {
+          TESSERA_ASSIGN_OR_RETURN(const bool fp8, loader.stored_in_fp8(parts[p].parts));
+          kept[p] = !fp8;
+        }
         all_kept = all_kept && kept[p];
       }
       if (all_kept) {
@@ -302,7 +308,6 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
       // its own, then kept, quantized where not kept in it.
       std::array<Tensor, kLinearProjections> stored;
       std::array<bool, kLinearProjections> skip{};
-      const auto parts = decoder_layer_linear_parts(c, i, shard);
       for (int p = 0; p < kLinearProjections && c.quantization.quantized(); ++p) {
         if (kept[p]) continue;
         TESSERA_ASSIGN_OR_RETURN(
@@ -335,8 +340,9 @@ absl::Status DecoderModel::load_rank(WeightLoader& loader, const std::vector<Lay
   return absl::OkStatus();
 }
 
-bool DecoderModel::has_fp8_layers(int32_t rank) const {
-  for (const DecoderLayer& l : ranks_[rank].layers) {
+bool DecoderModel::has_fp8_layers(const LayerSegment& segment, int32_t rank) const {
+  for (int32_t i = segment.first_layer; i < segment.end_layer(); ++i) {
+    const DecoderLayer& l = ranks_[rank].layers[i];
     for (const Tensor* w : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
       if (w->dtype == DType::kF8_E4M3) return true;
     }
@@ -370,7 +376,7 @@ absl::Status DecoderModel::allocate_activations(int32_t stage, const LayerSegmen
     if (c.sandwich_norms) {
       TESSERA_ASSIGN_OR_RETURN(act.sandwich, arena_.allocate(b, dt, {rows, c.hidden_size}));
     }
-    if (has_fp8_layers(r)) {
+    if (has_fp8_layers(segment, r)) {
       TESSERA_ASSIGN_OR_RETURN(act.normed_fp8, fp8_activation(b, rows, c.hidden_size));
       TESSERA_ASSIGN_OR_RETURN(act.act_fp8, fp8_activation(b, rows, s.intermediate));
     }

@@ -173,8 +173,8 @@ class DecoderModel : public StageModel {
   absl::Status load_rank(WeightLoader& loader, const std::vector<LayerSegment>& segments,
                          int32_t rank, Quantization quantization, const QuantizationKeep& keep);
   AttentionSpec attention_spec(int32_t layer) const;
-  // Whether any decoder layer of `rank` holds FP8 weights.
-  bool has_fp8_layers(int32_t rank) const;
+  // Whether any decoder layer `segment` holds on `rank` has FP8 weights.
+  bool has_fp8_layers(const LayerSegment& segment, int32_t rank) const;
   // An FP8 activation of rows x width on `backend`: codes and a scale per row (Tensor::scale).
   absl::StatusOr<Tensor> fp8_activation(Backend& backend, int64_t rows, int64_t width);
 

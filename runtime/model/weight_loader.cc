@@ -82,6 +82,14 @@ absl::StatusOr<Tensor> WeightLoader::load_parts(Backend& backend,
   return t;
 }
 
+absl::StatusOr<bool> WeightLoader::stored_in_fp8(std::span<const WeightPart> parts) const {
+  for (const WeightPart& part : parts) {
+    TESSERA_ASSIGN_OR_RETURN(const RawTensor raw, weights_.raw(part.name));
+    if (!is_fp8(raw.info.dtype)) return false;
+  }
+  return !parts.empty();
+}
+
 absl::StatusOr<std::optional<Tensor>> WeightLoader::load_fp8_codes(
     Backend& backend, std::span<const WeightPart> parts, int64_t rows, int64_t cols) {
   std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));

@@ -61,6 +61,9 @@ class WeightLoader {
   absl::StatusOr<std::optional<Tensor>> load_fp8_codes(Backend& backend,
                                                        std::span<const WeightPart> parts,
                                                        int64_t rows, int64_t cols);
+  // Whether every part of a weight is stored in an FP8 type: an FP8 checkpoint's quantized linear
+  // weights, not those its ignore list left in higher precision.
+  absl::StatusOr<bool> stored_in_fp8(std::span<const WeightPart> parts) const;
   // Bytes of every tensor load() has placed.
   size_t bytes_loaded() const { return bytes_loaded_; }
   const WeightSource& weights() const { return weights_; }

@@ -110,6 +110,9 @@ TEST(Fp8Checkpoint, LinearWeightsKeepTheirStoredCodesAndRowScales) {
         const auto linears = decoder_layer_linear_parts(config, layer, shard);
         for (int p = 0; p < kLinearProjections; ++p) {
           const LinearWeightParts& w = linears[p];
+          const absl::StatusOr<bool> fp8 = loader.stored_in_fp8(w.parts);
+          ASSERT_TRUE(fp8.ok()) << fp8.status();
+          EXPECT_TRUE(*fp8) << "layer " << layer << " projection " << p;
           auto codes = loader.load_fp8_codes(cpu, w.parts, w.shape.rows, w.shape.cols);
           ASSERT_TRUE(codes.ok()) << codes.status();
           ASSERT_TRUE(codes->has_value()) << "layer " << layer << " projection " << p;
@@ -182,7 +185,9 @@ TEST(Fp8Checkpoint, PerTensorCodesAreKeptByteForByte) {
   fs::remove_all(tmp, ec);
 }
 
-// A checkpoint whose weights are not FP8 has no codes to keep: the caller quantizes.
+// A checkpoint whose weights are not FP8 has no codes to keep (the caller quantizes), and its
+// weights are not stored in FP8 (in an FP8 checkpoint, what its ignore list leaves in higher
+// precision: kept so by `quantization: fp8`).
 TEST(Fp8Checkpoint, UnquantizedWeightsHaveNoStoredCodes) {
   auto weights = open_weights((kFixture / "hf").string());
   ASSERT_TRUE(weights.ok()) << weights.status();
@@ -195,6 +200,9 @@ TEST(Fp8Checkpoint, UnquantizedWeightsHaveNoStoredCodes) {
   auto codes = loader.load_fp8_codes(cpu, qkv.parts, qkv.shape.rows, qkv.shape.cols);
   ASSERT_TRUE(codes.ok()) << codes.status();
   EXPECT_FALSE(codes->has_value());
+  const absl::StatusOr<bool> fp8 = loader.stored_in_fp8(qkv.parts);
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  EXPECT_FALSE(*fp8);
 }
 
 }  // namespace
