@@ -182,6 +182,10 @@ TEST_F(GpuFp8LinearTest, AShapeTheContextLacksRunsItsUntunedSolution) {
   const Tensor codes = quantized(keep, w);
   const Tensor x = random_bf16(keep, {m, k}, 1.0f);
   const Tensor untuned = empty(keep, DType::kBF16, {m, n}), got = empty(keep, DType::kBF16, {m, n});
+  // NaN where nothing is written: vectors holding one never compare equal.
+  const std::vector<float> nan(static_cast<size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
+  backend_->upload_f32(nan, untuned);
+  backend_->upload_f32(nan, got);
   ASSERT_FALSE(backend_->fp8_activations(codes, m)) << "untuned decode sizes read 16-bit x";
   backend_->linear(x, codes, untuned);
   NoAnswers source;
