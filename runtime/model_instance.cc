@@ -139,6 +139,12 @@ ModelInstance::~ModelInstance() {
 absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::string& path,
                                                                    const InstanceOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(ModelFiles files, ModelFiles::open(path));
+  return load(path, std::move(files), options);
+}
+
+absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::load(const std::string& path,
+                                                                   ModelFiles files,
+                                                                   const InstanceOptions& options) {
   std::unique_ptr<ModelInstance> inst(new ModelInstance(std::move(files)));
   inst->path_ = path;
   const ModelConfig& config = inst->config();

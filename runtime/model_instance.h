@@ -64,6 +64,10 @@ class ModelInstance {
  public:
   static absl::StatusOr<std::unique_ptr<ModelInstance>> load(const std::string& path,
                                                              const InstanceOptions& options);
+  // The same over `files`, already opened from `path` (a caller that read their config first).
+  static absl::StatusOr<std::unique_ptr<ModelInstance>> load(const std::string& path,
+                                                             ModelFiles files,
+                                                             const InstanceOptions& options);
   ~ModelInstance();
 
   const ModelFiles& files() const { return files_; }

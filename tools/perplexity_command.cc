@@ -84,14 +84,14 @@ int perplexity_command(int argc, char** argv) {
 
   // --context is the run's max_model_len: a window past the model's positions is this flag's
   // mistake, said so before the weights load (ModelInstance::load would name the daemon's key).
-  if (auto files = ModelFiles::open(model_path); files.ok()) {
-    const int64_t positions = files->config().max_position_embeddings;
-    if (positions > 0 && *context > positions) {
-      return usage_error(absl::InvalidArgumentError(
-          absl::StrFormat("--context %d exceeds the model's %d positions "
-                          "(max_position_embeddings): at most %d",
-                          *context, positions, positions)));
-    }
+  auto files = ModelFiles::open(model_path);
+  if (!files.ok()) return fail(files.status());
+  if (const int64_t positions = files->config().max_position_embeddings;
+      positions > 0 && *context > positions) {
+    return usage_error(absl::InvalidArgumentError(
+        absl::StrFormat("--context %d exceeds the model's %d positions "
+                        "(max_position_embeddings): at most %d",
+                        *context, positions, positions)));
   }
   auto options = instance_options(*args);
   if (!options.ok()) return usage_error(options.status());
@@ -101,7 +101,7 @@ int perplexity_command(int argc, char** argv) {
   options->limits.max_batch_tokens = 512;
   options->limits.max_logit_rows = 512;
   options->kv_cache_bytes = 0;  // one sequence of max_model_len
-  auto instance = ModelInstance::load(model_path, *options);
+  auto instance = ModelInstance::load(model_path, *std::move(files), *options);
   if (!instance.ok()) return fail(instance.status());
   ModelInstance& inst = **instance;
 
