@@ -727,18 +727,12 @@ absl::Status GpuBackend::ensure_fp8_activations(int64_t rows, int64_t cols) {
       scales <= fp8_scale_capacity_) {
     return absl::OkStatus();
   }
-  if (fp8_activations_ != nullptr) {
-    GPU_CHECK(gpuStreamSynchronize(stream_));
-    GPU_CHECK(gpuFree(fp8_activations_));
-    fp8_activations_ = nullptr;
-    ++graph_generation_;  // recordings point at the old buffer
-  }
   // Codes, then the row scales, each rounded up to 256 bytes (cuBLASLt wants aligned scales).
   auto round = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   const size_t want_codes = round(std::max(codes, 2 * fp8_code_capacity_));
   const size_t want_scales = std::max(scales, 2 * fp8_scale_capacity_);
-  GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&fp8_activations_),
-                      want_codes + round(4 * want_scales)));
+  TESSERA_RETURN_IF_ERROR(reallocate_scratch(reinterpret_cast<void**>(&fp8_activations_),
+                                             want_codes + round(4 * want_scales)));
   fp8_code_capacity_ = want_codes;
   fp8_scale_capacity_ = want_scales;
   return absl::OkStatus();
@@ -950,19 +944,24 @@ gpuError_t GpuBackend::attend_fp8_prefill(const T* qkv, const gpu::Fp8KvPools& p
 }
 
 absl::Status GpuBackend::ensure_decode_workspace(size_t floats) {
-  if (floats <= decode_part_floats_) return absl::OkStatus();
+  if (decode_part_ != nullptr && floats <= decode_part_floats_) return absl::OkStatus();
   // At least twice what it held, so that contexts growing step by step reallocate (and stale the
   // recordings) rarely.
   const size_t want = std::max(floats, 2 * decode_part_floats_);
-  if (decode_part_ != nullptr) {
-    GPU_CHECK(gpuStreamSynchronize(stream_));
-    GPU_CHECK(gpuFree(decode_part_));
-    decode_part_ = nullptr;
-    decode_part_floats_ = 0;
-  }
-  GPU_CHECK(gpuMalloc(reinterpret_cast<void**>(&decode_part_), want * sizeof(float)));
+  TESSERA_RETURN_IF_ERROR(
+      reallocate_scratch(reinterpret_cast<void**>(&decode_part_), want * sizeof(float)));
   decode_part_floats_ = want;
-  ++graph_generation_;  // recordings point at the old partials
+  return absl::OkStatus();
+}
+
+absl::Status GpuBackend::reallocate_scratch(void** buffer, size_t bytes) {
+  if (*buffer != nullptr) {
+    GPU_CHECK(gpuStreamSynchronize(stream_));  // queued work may still read it
+    GPU_CHECK(gpuFree(*buffer));
+    *buffer = nullptr;
+    ++graph_generation_;  // recordings point at the old buffer
+  }
+  GPU_CHECK(gpuMalloc(buffer, bytes));
   return absl::OkStatus();
 }
 

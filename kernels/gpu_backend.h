@@ -118,6 +118,10 @@ class GpuBackend final : public Backend {
   void mark(std::string_view op);
   // Grows the FP8 activations to hold `rows` x `cols` codes and `rows` scales.
   absl::Status ensure_fp8_activations(int64_t rows, int64_t cols);
+  // Replaces the scratch `*buffer` (null: none yet) with `bytes` of fresh device memory, once the
+  // stream's work that may read the old one is done; recorded graphs (which point at it) are
+  // staled. The growth policy is the caller's (ensure_fp8_activations, ensure_decode_workspace).
+  absl::Status reallocate_scratch(void** buffer, size_t bytes);
   // out = x @ w^T with w FP8 (a scale per row): the tuned (or untuned) solution of the row-wise
   // scaled shape; x read as its producer quantized it (an FP8 x), else quantized per token into
   // the FP8 activations unless the solution reads x as it is (tessera's FP8-weight kernels).
