@@ -103,10 +103,6 @@ constexpr int kDecodeSmem = static_cast<int>(
      (D > 128 ? kMaxDecodeGroup * (D + 8) : 0)) * sizeof(T) +
     (kFp8Cache<C> ? 2 * kDecodeStages<D> * kTileKeys * D : 0));
 
-// Exponent bits of T (fp8_widen_e4m3x4's kExpBits).
-template <typename T>
-constexpr int kExpBits = std::is_same_v<T, gpu_f16> ? 5 : 8;
-
 // What makes an FP8 cache's widened codes values (a 16-bit cache's kernels ignore it): the power
 // of two fp8_widen_e4m3x4's pairs are short of, as a pair of T (fp8_widen_unit_bits), and
 // v_scale (k_scale is in the scores' scale).
@@ -120,7 +116,7 @@ struct Fp8Values {
 // come out as (0, 1) and (2, 3); then the power of two is multiplied in (fp8_widen.h).
 template <typename T>
 __device__ __forceinline__ uint4 widen_codes(uint2 codes, uint32_t unit_bits) {
-  constexpr int kBits = kExpBits<T>;
+  constexpr int kBits = kFp8WideExpBits<T>;
   const Fp8WidePairs lo = fp8_widen_e4m3x4<kBits>(__byte_perm(codes.x, 0u, 0x3120));
   const Fp8WidePairs hi = fp8_widen_e4m3x4<kBits>(__byte_perm(codes.y, 0u, 0x3120));
   return make_uint4(fp8_widened_times_unit<kBits>(lo.even, unit_bits),
@@ -670,7 +666,7 @@ gpuError_t launch_decode(const T* qkv, const C* k_cache, const C* v_cache, const
   }
   // k_scale is a factor of every score: of the softmax's scale and the soft-cap's.
   const float score_scale = scale * kv.k;
-  const Fp8Values fp8{fp8_widen_unit_bits(kExpBits<T>, kv.encoding), kv.v};
+  const Fp8Values fp8{fp8_widen_unit_bits(kFp8WideExpBits<T>, kv.encoding), kv.v};
   const dim3 grid(splits.num_splits, num_kv_heads, step.num_decode_seqs);
   return launch(decode_mma_kernel<T, C, D>, grid, dim3(kMmaThreads), kSmem, stream, qkv, k_cache,
                 v_cache, block_size, step, num_heads, num_kv_heads,

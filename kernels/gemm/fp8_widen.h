@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "base/fp8.h"
 #include "kernels/gpu.h"
@@ -44,6 +45,11 @@ TESSERA_FP8_HOST_DEVICE constexpr Fp8WidePairs fp8_widen_e4m3x4(uint32_t q) {
   return {(even & kSign) | ((even & kMagnitude) >> kShift),
           (q & kSign) | ((q & kMagnitude) >> kShift)};
 }
+
+// The exponent bits of the 16-bit element type T (gpu_bf16: 8, gpu_f16: 5): the kExpBits that
+// fp8_widen_e4m3x4 and the functions below take for widening to T.
+template <typename T>
+inline constexpr int kFp8WideExpBits = std::is_same_v<T, gpu_f16> ? 5 : 8;
 
 // log2 of the factor fp8_widen_e4m3x4's values are short of the codes' values: the 16-bit
 // type's exponent bias less the encoding's (120, 119 for bf16; 8, 7 for fp16).

@@ -115,7 +115,7 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[2][4], const uint4& a_g, 
 // then the power of two multiplied in.
 template <typename T>
 __device__ __forceinline__ Fp8WidePairs widen_codes(uint32_t q) {
-  constexpr int kExpBits = std::is_same_v<T, gpu_f16> ? 5 : 8;
+  constexpr int kExpBits = kFp8WideExpBits<T>;
   constexpr uint32_t kUnit = fp8_widen_unit_bits(kExpBits, kSmallMFp8Encoding);
   const Fp8WidePairs p = fp8_widen_e4m3x4<kExpBits>(q);
   return {fp8_widened_times_unit<kExpBits>(p.even, kUnit),
