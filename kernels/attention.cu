@@ -21,13 +21,19 @@ constexpr int kAttnWarps = 4;
 constexpr int kPerLane = (kMaxHeadDim + kWarpSize - 1) / kWarpSize;
 
 constexpr int kRopeThreads = 256;
+// CTAs rope_and_cache aims for: a small batch's heads are spread over more CTAs until it has this
+// many (twice an H100's 132 SMs, roughly), where one CTA per token would leave most SMs idle and
+// walk a token's passes one after another (an 8B decode token's 48 heads in 12 passes: 8.9 us in
+// one CTA on an H200).
+constexpr int64_t kRopeTargetCtas = 256;
 
-// grid (n_tokens), block kRopeThreads: a token's heads in passes of kRopeThreads / hw heads, hw =
-// head_dim / 2 rounded up to whole warps, each thread on one dimension pair of one head (pair i
-// = thread % hw, when i < head_dim / 2). The pair's angle is computed once per thread and serves
-// every head it visits (sincosf once per pair and pass slot, not per head). Applies the prologue
-// (bias, q/k head norm: the head's sum of squares over its warps), rotates q and k heads in place,
-// then writes k and v heads to the cache slot of the token (slots < 0 are padding: skipped).
+// grid (n_tokens, pass groups), block kRopeThreads: a token's heads in passes of kRopeThreads / hw
+// heads, hw = head_dim / 2 rounded up to whole warps, each thread on one dimension pair of one
+// head (pair i = thread % hw, when i < head_dim / 2); CTA (t, y) takes token t's passes
+// y * passes_per_cta onwards. The pair's angle is computed once per thread and serves every head
+// it visits (sincosf once per pair and pass slot, not per head). Applies the prologue (bias, q/k
+// head norm: the head's sum of squares over its warps), rotates q and k heads in place, then
+// writes k and v heads to the cache slot of the token (slots < 0 are padding: skipped).
 // Dimension pair i of a head is (i, i + half), or (2i, 2i + 1) when `interleaved`.
 // Where rope_and_cache_kernel writes k and v: T pools, or FP8 codes of x / scale (`codes` set).
 template <typename T>
@@ -69,7 +75,8 @@ template <typename T>
 __global__ void __launch_bounds__(kRopeThreads)
     rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep step, int32_t num_heads,
                           int32_t num_kv_heads, int32_t head_dim, bool interleaved,
-                          QkvPrologueArgs<T> prologue, KvWriteArgs<T> cache) {
+                          int32_t passes_per_cta, QkvPrologueArgs<T> prologue,
+                          KvWriteArgs<T> cache) {
   wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
   let_next_kernel_start();
   __shared__ float warp_sums[kRopeThreads / kWarpSize];  // a pass's sums of squares, per warp
@@ -91,8 +98,10 @@ __global__ void __launch_bounds__(kRopeThreads)
   if (pair) sincosf(static_cast<float>(step.positions[t]) * inv_freq[i], &s, &c);
   const bool any_norm = prologue.q_norm != nullptr || prologue.k_norm != nullptr;
   const bool has_prologue = prologue.bias != nullptr || any_norm;
-  // Every thread takes every pass (the norm's reduction needs the whole block).
-  for (int32_t base = 0; base < total; base += per_pass) {
+  // Every thread takes every pass of the CTA (the norm's reduction needs the whole block).
+  const int32_t first = static_cast<int32_t>(blockIdx.y) * passes_per_cta * per_pass;
+  const int32_t end = min(total, first + passes_per_cta * per_pass);
+  for (int32_t base = first; base < end; base += per_pass) {
     const int32_t h = base + sub;
     const bool mine = pair && h < total;
     T* head = qkv + t * width + static_cast<int64_t>(mine ? h : 0) * head_dim;
@@ -313,9 +322,17 @@ gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
     args.k = cache.k;
     args.v = cache.v;
   }
-  return launch(rope_and_cache_kernel<T>, dim3(static_cast<unsigned>(step.num_tokens)),
+  // The kernel's passes (see there), grouped so that the grid has about kRopeTargetCtas CTAs.
+  const int32_t hw = (head_dim / 2 + kWarpSize - 1) / kWarpSize * kWarpSize;
+  const int32_t per_pass = kRopeThreads / hw;
+  const int64_t passes = (num_heads + 2 * num_kv_heads + per_pass - 1) / per_pass;
+  const int64_t groups_wanted = (kRopeTargetCtas + step.num_tokens - 1) / step.num_tokens;
+  const int64_t passes_per_cta = (passes + groups_wanted - 1) / groups_wanted;
+  const int64_t groups = (passes + passes_per_cta - 1) / passes_per_cta;
+  return launch(rope_and_cache_kernel<T>,
+                dim3(static_cast<unsigned>(step.num_tokens), static_cast<unsigned>(groups)),
                 dim3(kRopeThreads), 0, stream, qkv, inv_freq, step, num_heads, num_kv_heads,
-                head_dim, interleaved, prologue, args);
+                head_dim, interleaved, static_cast<int32_t>(passes_per_cta), prologue, args);
 }
 
 template <typename T>
