@@ -39,7 +39,7 @@ const Gemm::Solution& GemmSolutionCache::solution(Gemm& gemm, GemmSolutionSource
 const Gemm::Solution& GemmSolutionCache::untuned(Gemm& gemm, const GemmShape& shape) {
   const GemmSignature sig = signature_of(shape);
   if (auto it = untuned_.find(sig); it != untuned_.end()) return it->second;
-  absl::StatusOr<Gemm::Solution> s = gemm.resolve(shape, Gemm::untuned_solution(shape));
+  absl::StatusOr<Gemm::Solution> s = gemm.resolve(shape, gemm.untuned_solution(shape));
   return untuned_.emplace(sig, s.ok() ? *std::move(s) : Gemm::Solution{}).first->second;
 }
 

@@ -97,8 +97,9 @@ class Gemm {
     return solution.kind == Solution::Kind::kSmallM && is_fp8(shape.dtype);
   }
   // What `shape` runs when nothing was tuned: Default, but for decode-sized row-wise FP8 shapes
-  // tessera's FP8-weight kernel.
-  static std::string untuned_solution(const GemmShape& shape);
+  // tessera's FP8-weight kernel (which one depends on the shape's rows and the device's
+  // multiprocessors).
+  std::string untuned_solution(const GemmShape& shape) const;
 
   // The library's version, for the tuning results file's validators.
   std::string library_version() const;
@@ -127,6 +128,7 @@ class Gemm {
   void* handle_ = nullptr;
   void* workspace_ = nullptr;  // the library's, and the small-M kernels' split-K partials
   size_t workspace_bytes_ = 0;
+  int64_t multiprocessors_ = 1;  // of the device the Gemm was created on
 };
 
 }  // namespace tessera::gpu

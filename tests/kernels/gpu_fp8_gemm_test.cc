@@ -165,6 +165,27 @@ TEST_F(GpuFp8GemmTest, RunWithoutScalesIsAnError) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
 }
 
+// Untuned, a decode-sized row-wise FP8 shape runs the 16-row FP8-weight kernel while its row tiles
+// fit in one wave at two CTAs per multiprocessor, the three-per-multiprocessor one past that; other
+// shapes run the library's Default.
+TEST_F(GpuFp8GemmTest, UntunedDecodeShapesPickTheirKernelByWaves) {
+  gpuDeviceProp prop{};
+  ASSERT_EQ(gpuGetDeviceProperties(&prop, 0), gpuSuccess);
+  const int64_t one_wave_rows = 16 * 2 * static_cast<int64_t>(prop.multiProcessorCount);
+  const auto untuned = [&](int64_t m, int64_t n, bool rowwise) {
+    return gemm_->untuned_solution(
+        gpu::GemmShape{m, n, 4096, gpu::fp8_gemm_dtype(), GemmDType::kBF16, rowwise});
+  };
+#if defined(TESSERA_CUDA)
+  EXPECT_EQ(untuned(1, one_wave_rows, true), "tessera_smallm_w8a16_mma16_splitk1");
+  EXPECT_EQ(untuned(16, one_wave_rows + 16, true), "tessera_smallm_w8a16_mma16x3_splitk1");
+#endif
+  EXPECT_EQ(untuned(17, one_wave_rows, true), "Default");
+  EXPECT_EQ(untuned(1, one_wave_rows, false), "Default");
+  EXPECT_EQ(gemm_->untuned_solution(gpu::GemmShape{1, 4096, 4096, GemmDType::kBF16, GemmDType::kBF16}),
+            "Default");
+}
+
 // Per tensor and row-wise; at m = 16 the candidates include tessera's FP8-weight kernels, which
 // read x before quantization: every candidate passes the FP8 numerics check.
 TEST_F(GpuFp8GemmTest, TuningWritesAndReadsBackAResultsLine) {
