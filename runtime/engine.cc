@@ -195,6 +195,13 @@ void Engine::take_new_requests() {
 }
 
 void Engine::finish(Sequence* seq, FinishReason reason, absl::Status status, RequestOutput out) {
+  // Its held output first (a sequence finished outside update(), cancelled say, may have one).
+  if (auto held = std::find_if(held_outputs_.begin(), held_outputs_.end(),
+                               [seq](const auto& h) { return h.first == seq; });
+      held != held_outputs_.end()) {
+    output_.emit(seq->output, std::move(held->second));
+    held_outputs_.erase(held);
+  }
   output_.finish(seq->output, seq->generated(), reason, std::move(status), std::move(out),
                  Clock::now());
   seq->blocks.release(cache_.allocator());
@@ -206,6 +213,11 @@ void Engine::finish(Sequence* seq, FinishReason reason, absl::Status status, Req
   }
   std::erase_if(sequences_, [seq](const std::unique_ptr<Sequence>& s) { return s.get() == seq; });
   --in_flight_;
+}
+
+void Engine::send_held_outputs() {
+  for (auto& [seq, out] : held_outputs_) output_.emit(seq->output, std::move(out));
+  held_outputs_.clear();
 }
 
 void Engine::reap_cancelled() {
@@ -237,16 +249,20 @@ bool Engine::step() {
   const Clock::time_point scheduling = Clock::now();
   const std::vector<ScheduledChunk> chunks = schedule();
   if (chunks.empty()) {
+    send_held_outputs();
     publish_stats();
     return false;
   }
   const Clock::time_point start = Clock::now();
   StepReport report;
   report.schedule_seconds = std::chrono::duration<double>(start - scheduling).count();
-  const absl::StatusOr<std::span<const SampleResult>> samples = execute(chunks);
+  const absl::StatusOr<std::span<const SampleResult>> samples = execute(chunks, report);
   const double forward_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   report.device_wait_seconds = model_.last_device_wait_seconds();
-  report.launch_seconds = std::max(0.0, forward_seconds - report.device_wait_seconds);
+  // The launch is the host's time in the step that was neither waiting for the device nor
+  // sending the last step's held outputs.
+  report.launch_seconds = std::max(
+      0.0, forward_seconds - report.device_wait_seconds - report.overlapped_seconds);
   if (!samples.ok()) {
     spdlog::error("step failed: {}", samples.status().ToString());
     // The batch's sequences are in an unknown state: fail them, keep serving the rest.
@@ -279,7 +295,7 @@ std::vector<ScheduledChunk> Engine::schedule() {
 }
 
 absl::StatusOr<std::span<const SampleResult>> Engine::execute(
-    const std::vector<ScheduledChunk>& chunks) {
+    const std::vector<ScheduledChunk>& chunks, StepReport& report) {
   row_samplers_.clear();
   for (const ScheduledChunk& c : chunks) {
     // Either path draws the sequence's generated()-th token from the same (seed, counter).
@@ -287,7 +303,13 @@ absl::StatusOr<std::span<const SampleResult>> Engine::execute(
       row_samplers_.push_back(RowSampler{&c.seq->sampler, static_cast<uint64_t>(c.seq->generated())});
     }
   }
-  return executor_.run(batch_, cache_, row_samplers_);
+  // The last step's held outputs go out while this one runs on the device.
+  auto send_held = [this, &report] {
+    const Clock::time_point begin = Clock::now();
+    send_held_outputs();
+    report.overlapped_seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+  };
+  return executor_.run(batch_, cache_, row_samplers_, send_held);
 }
 
 void Engine::update(const std::vector<ScheduledChunk>& chunks,
@@ -325,7 +347,7 @@ void Engine::update(const std::vector<ScheduledChunk>& chunks,
     if (reason != FinishReason::kNone) {
       finish(seq, reason, absl::OkStatus(), std::move(out));
     } else {
-      output_.emit(seq->output, std::move(out));
+      held_outputs_.emplace_back(seq, std::move(out));
     }
   }
   ++stats_.steps_total;

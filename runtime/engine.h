@@ -6,7 +6,11 @@
 //   execute   run the batch through the model and sample (runtime/runner/step_executor.h);
 //   update    advance each sequence, register its newly computed full blocks in the prefix
 //             cache, and hand its token to output processing
-//             (runtime/output/output_processor.h), which emits to the request's stream.
+//             (runtime/output/output_processor.h), which decides whether it finishes.
+// A step's outputs that do not finish their request go to the streams while the next step runs
+// on the device (StepExecutor's while_device_runs), so that pushing them and waking their
+// readers is host work the device does not wait for; a request's final message is sent at once
+// (after any output of it still held).
 #pragma once
 
 #include <atomic>
@@ -116,8 +120,10 @@ class Engine {
   // schedule: new requests in, cancelled ones out, admission and preemption, then the step's
   // batch (batch_) and its chunks; empty when there is nothing to run.
   std::vector<ScheduledChunk> schedule();
-  // execute: the batch through the model, and each sampled row's token.
-  absl::StatusOr<std::span<const SampleResult>> execute(const std::vector<ScheduledChunk>& chunks);
+  // execute: the batch through the model, and each sampled row's token; the last step's held
+  // outputs sent meanwhile (their time in report.overlapped_seconds).
+  absl::StatusOr<std::span<const SampleResult>> execute(const std::vector<ScheduledChunk>& chunks,
+                                                        StepReport& report);
   // update: each chunk's sequence advanced and its token, if it sampled one, processed; then the
   // step reported (`report` arrives with its schedule, launch and device-wait times).
   void update(const std::vector<ScheduledChunk>& chunks, std::span<const SampleResult> samples,
@@ -125,8 +131,10 @@ class Engine {
   void run_prefix_cache_resets();
   void take_new_requests();
   void reap_cancelled();
-  // Sends the request its last message and frees the sequence.
+  // Sends the request its last message (after its held output, if any) and frees the sequence.
   void finish(Sequence* seq, FinishReason reason, absl::Status status, RequestOutput out = {});
+  // Sends every held output to its stream.
+  void send_held_outputs();
   void fail_all(const absl::Status& status);
   // A sampled token outside the vocabulary: the model fault (see fault()). The first one sets it;
   // the step's end (stop_after_fault) fails everything else.
@@ -166,6 +174,8 @@ class Engine {
   std::vector<Sequence*> running_;
   StepBatch batch_;
   std::vector<RowSampler> row_samplers_;  // [logit rows] who samples each row of the step
+  // The last step's outputs of requests that go on, held for the next step's device time.
+  std::vector<std::pair<Sequence*, RequestOutput>> held_outputs_;
   bool faulted_ = false;                  // fault_ is set; stop_after_fault has not run yet
   std::string fault_reason_;              // what the fault was, once there is one
   bool fault_handled_ = false;            // stop_after_fault ran

@@ -48,6 +48,7 @@ nlohmann::ordered_json server_json(const std::optional<ServerDelta>& server) {
     j["step_ms"] = 1e3 * server->step_seconds / n;
     j["schedule_ms"] = 1e3 * server->schedule_seconds / n;
     j["launch_ms"] = 1e3 * server->launch_seconds / n;
+    j["overlapped_ms"] = 1e3 * server->overlapped_seconds / n;
     j["device_wait_ms"] = 1e3 * server->device_wait_seconds / n;
     j["update_ms"] = 1e3 * server->update_seconds / n;
   }
@@ -134,9 +135,11 @@ std::string render_report(const BenchSetup& setup, const BenchReport& r) {
                                                      r.server->step_tokens / n,
                                                      1e3 * r.server->step_seconds / n)});
       facts.add_row({"step ms by phase",
-                     absl::StrFormat("schedule %.3f, launch %.3f, device wait %.3f, update %.3f",
+                     absl::StrFormat("schedule %.3f, launch %.3f, overlapped %.3f, device wait "
+                                     "%.3f, update %.3f",
                                      1e3 * r.server->schedule_seconds / n,
                                      1e3 * r.server->launch_seconds / n,
+                                     1e3 * r.server->overlapped_seconds / n,
                                      1e3 * r.server->device_wait_seconds / n,
                                      1e3 * r.server->update_seconds / n)});
     }

@@ -102,6 +102,7 @@ ServerDelta server_delta(const std::map<std::string, double>& before,
   };
   d.schedule_seconds = phase("schedule");
   d.launch_seconds = phase("launch");
+  d.overlapped_seconds = phase("overlapped");
   d.device_wait_seconds = phase("device_wait");
   d.update_seconds = phase("update");
   return d;

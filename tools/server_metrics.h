@@ -28,13 +28,14 @@ struct ServerDelta {
   double preemptions = 0;           // tessera_num_preemptions_total
   // The engine's steps (tessera_step_*): how many, the sequences and tokens in them, their time,
   // and that time by phase (tessera_step_phase_seconds_total; schedule comes before a step's
-  // own time, the other three add up to it).
+  // own time, the other four add up to it).
   double steps = 0;
   double step_seqs = 0;
   double step_tokens = 0;
   double step_seconds = 0;
   double schedule_seconds = 0;
   double launch_seconds = 0;
+  double overlapped_seconds = 0;
   double device_wait_seconds = 0;
   double update_seconds = 0;
   // hits / queries; nullopt when nothing was looked up.

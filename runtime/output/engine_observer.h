@@ -15,12 +15,15 @@ struct StepReport {
   int32_t num_tokens = 0;       // tokens in the batch
   int32_t prefill_tokens = 0;   // of which prefill (prompt or recompute) tokens
   int32_t decode_tokens = 0;    // of which decode tokens
-  // Where the step's wall time went (schedule_seconds comes before `seconds`; the other three add
+  // Where the step's wall time went (schedule_seconds comes before `seconds`; the other four add
   // up to it):
   double schedule_seconds = 0;     // admission, preemption, prefix-cache lookups, batch building
   double launch_seconds = 0;       // the host issuing the forward and the sampling
+  // The host's work while the device runs the step: sending the last step's held outputs to
+  // their streams (time the device wait does not count when the device is still busy).
+  double overlapped_seconds = 0;
   double device_wait_seconds = 0;  // the host blocked until the device finished the step
-  double update_seconds = 0;       // output processing: stop checks, detokenizing, emission
+  double update_seconds = 0;       // output processing: stop checks, detokenizing, final messages
 };
 
 struct FinishReport {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "runtime/kv_cache/kv_cache.h"
@@ -45,6 +47,20 @@ class ForwardModel {
   // the step's queued work (0 for a model whose ops run on the calling thread, as the CPU
   // backend's do); the rest of the call is the host issuing work. Same thread.
   virtual double last_device_wait_seconds() const { return 0; }
+
+  // Whether forward()/forward_sampled() queue the step's work on a device and can run host work
+  // while it computes (overlap_next_step); false for a model whose ops run on the calling thread.
+  virtual bool overlaps_host_work() const { return false; }
+  // Host work for the next forward()/forward_sampled() to run on the calling thread while the
+  // device computes that step: a model that overlaps_host_work() takes it
+  // (take_overlapped_work) once the step is queued and runs it before waiting. What a call
+  // leaves untaken, the caller runs after it (StepExecutor does). Same thread.
+  void overlap_next_step(std::function<void()> work) { overlapped_ = std::move(work); }
+  // The work overlap_next_step() gave, handed over once (empty when none or already taken).
+  std::function<void()> take_overlapped_work() { return std::exchange(overlapped_, nullptr); }
+
+ private:
+  std::function<void()> overlapped_;
 };
 
 inline absl::Status ForwardModel::forward_sampled(const StepBatch&, const KvCache&,

@@ -11,9 +11,22 @@ StepExecutor::StepExecutor(ForwardModel& model)
       logits_(static_cast<size_t>(model.limits().max_logit_rows) * model.vocab_size()),
       tokens_(static_cast<size_t>(model.limits().max_logit_rows)) {}
 
-absl::StatusOr<std::span<const SampleResult>> StepExecutor::run(const StepBatch& batch,
-                                                                const KvCache& cache,
-                                                                std::span<const RowSampler> rows) {
+absl::StatusOr<std::span<const SampleResult>> StepExecutor::run(
+    const StepBatch& batch, const KvCache& cache, std::span<const RowSampler> rows,
+    std::function<void()> while_device_runs) {
+  if (model_.overlaps_host_work()) {
+    model_.overlap_next_step(std::move(while_device_runs));
+  } else if (while_device_runs) {
+    while_device_runs();  // no device time to hide it in: at once, not a step late
+  }
+  absl::StatusOr<std::span<const SampleResult>> result = run_model(batch, cache, rows);
+  // What the model did not take (it computes on this thread, or failed before queuing).
+  if (std::function<void()> left = model_.take_overlapped_work()) left();
+  return result;
+}
+
+absl::StatusOr<std::span<const SampleResult>> StepExecutor::run_model(
+    const StepBatch& batch, const KvCache& cache, std::span<const RowSampler> rows) {
   const size_t n_rows = batch.logits_rows.size();
   if (rows.size() != n_rows) {
     return absl::InternalError(absl::StrCat("step: ", rows.size(), " samplers for ", n_rows,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -28,13 +29,21 @@ class StepExecutor {
  public:
   explicit StepExecutor(ForwardModel& model);
 
-  // Runs `batch` and samples its logit rows, row r by rows[r]. The results are valid until the
-  // next call. A token is -1 where the logits were not finite.
+  // Runs `batch` and samples its logit rows, row r by rows[r]; `while_device_runs` (may be
+  // empty) runs once: during the step's device work where the model overlaps host work
+  // (ForwardModel::overlap_next_step), else before the step. The results are valid until the
+  // next call.
+  // A token is -1 where the logits were not finite.
   absl::StatusOr<std::span<const SampleResult>> run(const StepBatch& batch, const KvCache& cache,
-                                                    std::span<const RowSampler> rows);
+                                                    std::span<const RowSampler> rows,
+                                                    std::function<void()> while_device_runs = {});
   ForwardModel& model() { return model_; }
 
  private:
+  // run() without the overlapped work's bookkeeping.
+  absl::StatusOr<std::span<const SampleResult>> run_model(const StepBatch& batch,
+                                                          const KvCache& cache,
+                                                          std::span<const RowSampler> rows);
   // Whether the rows are sampled on the device: when the model can and every row is plain;
   // fills device_rows_ then.
   bool samples_on_device(std::span<const RowSampler> rows);

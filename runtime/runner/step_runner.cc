@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -52,6 +53,7 @@ absl::StatusOr<std::unique_ptr<StepRunner>> StepRunner::create(std::unique_ptr<S
   // Device ranks' threads poll between steps (rank_threads.h): up to a slow decode step's time.
   const LayerSegment& first = runner->segments_.front();
   const bool devices = !first.rank_backend(0).uses_host_memory();
+  runner->queues_device_work_ = devices;
   runner->lanes_ = std::make_unique<RankThreads>(
       first.num_ranks(), devices ? std::chrono::milliseconds(20) : std::chrono::microseconds(0));
   const StepCapacity cap = capacity(runner->limits_, runner->execution_);
@@ -211,7 +213,10 @@ absl::Status StepRunner::run_step(const StepBatch& batch, const KvCache& cache,
   const Tensor tokens = sampled_.rows(0, n_logits);
   // Only the int32 tokens cross to the host, not n_logits rows of vocab fp32 logits.
   if (sampled && status.ok()) b.sample(logits, output.rows, tokens);
-  // Everything is queued: from here the host waits for the devices (the step's profile).
+  // Everything is queued: the caller's host work runs while the devices compute (the CPU
+  // backend's ops have run by now: the executor runs it before the step there), then the host
+  // waits for them (the step's profile).
+  if (std::function<void()> work = take_overlapped_work()) work();
   const auto wait_start = std::chrono::steady_clock::now();
   auto waited = [&] {
     device_wait_seconds_ =

@@ -112,6 +112,8 @@ class StepRunner final : public ForwardModel {
   int64_t graph_steps() const override { return graph_steps_; }
   int64_t micro_batched_steps() const override { return micro_batched_steps_; }
   double last_device_wait_seconds() const override { return device_wait_seconds_; }
+  // On device backends: the caller's work runs once a step is queued, while the devices compute.
+  bool overlaps_host_work() const override { return queues_device_work_; }
 
  private:
   // One pipeline stage's device state the runner keeps.
@@ -172,6 +174,7 @@ class StepRunner final : public ForwardModel {
   int64_t graph_steps_ = 0;            // steps run_graph_step completed
   int64_t micro_batched_steps_ = 0;    // steps run as several parts
   double device_wait_seconds_ = 0;     // the last step's time in synchronize()
+  bool queues_device_work_ = false;    // the backends are devices (not the host's CPU backend)
 };
 
 }  // namespace tessera

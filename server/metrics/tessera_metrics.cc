@@ -113,11 +113,14 @@ TesseraMetrics::TesseraMetrics()
                               .Name("tessera_step_phase_seconds_total")
                               .Help("Engine steps' wall time by phase: schedule (admission, "
                                     "preemption, batch building), launch (the host issuing the "
-                                    "forward and sampling), device_wait (the host waiting for the "
-                                    "device), update (output processing and emission).")
+                                    "forward and sampling), overlapped (the host sending the "
+                                    "previous step's outputs while the device runs), device_wait "
+                                    "(the host waiting for the device), update (output "
+                                    "processing, final messages).")
                               .Register(registry_)),
       step_schedule_seconds_(step_phase_seconds_.Add({{"phase", "schedule"}})),
       step_launch_seconds_(step_phase_seconds_.Add({{"phase", "launch"}})),
+      step_overlapped_seconds_(step_phase_seconds_.Add({{"phase", "overlapped"}})),
       step_device_wait_seconds_(step_phase_seconds_.Add({{"phase", "device_wait"}})),
       step_update_seconds_(step_phase_seconds_.Add({{"phase", "update"}})),
       preemptions_(BuildCounter()
@@ -258,6 +261,7 @@ void TesseraMetrics::on_step(const StepReport& step) {
   step_duration_.Observe(step.seconds);
   step_schedule_seconds_.Increment(step.schedule_seconds);
   step_launch_seconds_.Increment(step.launch_seconds);
+  step_overlapped_seconds_.Increment(step.overlapped_seconds);
   step_device_wait_seconds_.Increment(step.device_wait_seconds);
   step_update_seconds_.Increment(step.update_seconds);
 }

@@ -121,10 +121,11 @@ class TesseraMetrics final : public EngineObserver {
   prometheus::Histogram& step_seqs_;
   prometheus::Histogram& step_tokens_;
   prometheus::Histogram& step_duration_;
-  // Where the steps' time went, {phase}: schedule, launch, device_wait, update.
+  // Where the steps' time went, {phase}: schedule, launch, overlapped, device_wait, update.
   prometheus::Family<prometheus::Counter>& step_phase_seconds_;
   prometheus::Counter& step_schedule_seconds_;
   prometheus::Counter& step_launch_seconds_;
+  prometheus::Counter& step_overlapped_seconds_;
   prometheus::Counter& step_device_wait_seconds_;
   prometheus::Counter& step_update_seconds_;
   prometheus::Counter& preemptions_;

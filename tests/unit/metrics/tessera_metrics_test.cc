@@ -23,8 +23,14 @@ bool contains(const std::string& text, const std::string& needle) {
 
 // A few requests' worth of engine events.
 void feed_workload(TesseraMetrics& m) {
-  m.on_step(StepReport{0.020, 4, 64, 60, 4, 0.001, 0.002, 0.0175, 0.0005});
-  m.on_step(StepReport{0.004, 4, 4, 0, 4, 0.001, 0.001, 0.0025, 0.0005});
+  m.on_step(StepReport{.seconds = 0.020, .num_seqs = 4, .num_tokens = 64, .prefill_tokens = 60,
+                       .decode_tokens = 4, .schedule_seconds = 0.001, .launch_seconds = 0.002,
+                       .overlapped_seconds = 0.0004, .device_wait_seconds = 0.0175,
+                       .update_seconds = 0.0005});
+  m.on_step(StepReport{.seconds = 0.004, .num_seqs = 4, .num_tokens = 4, .prefill_tokens = 0,
+                       .decode_tokens = 4, .schedule_seconds = 0.001, .launch_seconds = 0.001,
+                       .overlapped_seconds = 0.0001, .device_wait_seconds = 0.0025,
+                       .update_seconds = 0.0005});
   m.on_first_token(0.15);
   m.on_inter_token(0.03);
   m.on_inter_token(0.03);
@@ -109,6 +115,7 @@ TEST(TesseraMetricsTest, EngineEventsAndScrapeTimeStats) {
   EXPECT_EQ(sample(s, "tessera_step_duration_seconds_count"), 2);
   EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"schedule\"}").value_or(0), 0.002);
   EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"launch\"}").value_or(0), 0.003);
+  EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"overlapped\"}").value_or(0), 0.0005);
   EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"device_wait\"}").value_or(0), 0.02);
   EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"update\"}").value_or(0), 0.001);
 

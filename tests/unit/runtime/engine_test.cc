@@ -227,10 +227,68 @@ TEST(Engine, StepReportSaysWhereTheTimeWent) {
     EXPECT_GE(s.schedule_seconds, 0);
     EXPECT_GE(s.launch_seconds, 0);
     EXPECT_GE(s.update_seconds, 0);
-    // launch + device_wait is the forward, update follows it: together within the step's time.
-    EXPECT_LE(s.launch_seconds + s.device_wait_seconds + s.update_seconds, s.seconds + 1e-9);
+    EXPECT_GE(s.overlapped_seconds, 0);
+    // launch + overlapped + device_wait is the forward, update follows it: together within the
+    // step's time.
+    EXPECT_LE(s.launch_seconds + s.overlapped_seconds + s.device_wait_seconds + s.update_seconds,
+              s.seconds + 1e-9);
     EXPECT_GE(s.seconds, s.device_wait_seconds);
   }
+}
+
+// A step's outputs of requests that go on are held, and sent while the next step runs on the
+// device: inside the model's forward where it overlaps host work (a device model, after queuing
+// the step), else just before it.
+TEST(Engine, AStepsOutputsReachTheirStreamsWhileTheNextStepRuns) {
+  for (const bool device : {false, true}) {
+    SCOPED_TRACE(device ? "model overlaps host work" : "model computes on the host");
+    Harness h(64, 4, ForwardLimits{64, 16});
+    h.model.takes_overlapped_work = device;
+    auto r = h.request(prompt_of(5, 1), 3);
+    RequestHandle handle = *h.engine.submit(r);
+    ASSERT_TRUE(h.engine.step());  // the prompt, and the first token sampled
+    EXPECT_FALSE(handle.stream->try_next().has_value()) << "held until the next step runs";
+    std::optional<RequestOutput> during;
+    h.model.on_forward = [&] { during = handle.stream->try_next(); };
+    ASSERT_TRUE(h.engine.step());
+    h.model.on_forward = nullptr;
+    ASSERT_TRUE(during.has_value()) << "sent by the time the second step computes";
+    EXPECT_FALSE(during->finished);
+    ASSERT_EQ(during->token_ids.size(), 1u);
+    auto outs = h.drain({handle});
+    std::vector<int32_t> tokens = during->token_ids;
+    for (const RequestOutput& o : outs[r->id]) {
+      tokens.insert(tokens.end(), o.token_ids.begin(), o.token_ids.end());
+    }
+    EXPECT_EQ(tokens, expected_tokens(r->prompt, 3));
+    EXPECT_TRUE(outs[r->id].back().finished);
+  }
+}
+
+// A request finished outside a step's update (cancelled here) gets its held output before its
+// final message.
+TEST(Engine, ACancelledRequestsHeldOutputComesBeforeItsLastMessage) {
+  Harness h(64, 4, ForwardLimits{64, 16});
+  h.model.takes_overlapped_work = true;
+  auto r = h.request(prompt_of(5, 2), 10);
+  RequestHandle handle = *h.engine.submit(r);
+  ASSERT_TRUE(h.engine.step());  // token 1, held
+  ASSERT_TRUE(h.engine.step());  // token 1 sent during it; token 2 held
+  std::optional<RequestOutput> first = handle.stream->try_next();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->token_ids.size(), 1u);
+  handle.cancel();
+  h.engine.step();  // the cancellation is reaped before anything runs
+  // The stream merges what is unread into one message: token 2 sent after the final message
+  // would be a second one.
+  std::vector<RequestOutput> outs;
+  while (auto o = handle.stream->try_next()) outs.push_back(*std::move(o));
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_TRUE(outs[0].finished);
+  EXPECT_EQ(outs[0].finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(outs[0].token_ids.size(), 1u) << "token 2, held, then sent before the final message";
+  EXPECT_EQ(outs[0].completion_tokens, 2);
+  EXPECT_EQ(h.cache->allocator().num_used(), 0);
 }
 
 TEST(Engine, BackgroundThreadServesAndShutdownFailsTheRest) {

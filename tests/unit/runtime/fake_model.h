@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -63,6 +64,11 @@ class FakeModel final : public ForwardModel {
   absl::Status forward(const StepBatch& batch, const KvCache& cache,
                        std::span<float> logits) override {
     ++steps;
+    if (takes_overlapped_work) {
+      // As a device model does, once the step is "queued": the caller's host work runs now.
+      if (std::function<void()> work = take_overlapped_work()) work();
+    }
+    if (on_forward) on_forward();
     max_tokens_seen = std::max(max_tokens_seen, batch.num_tokens());
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
     tokens_run += batch.num_tokens();
@@ -105,6 +111,7 @@ class FakeModel final : public ForwardModel {
   }
 
   bool can_sample_on_device() const override { return device_sampling; }
+  bool overlaps_host_work() const override { return takes_overlapped_work; }
 
   absl::Status forward_sampled(const StepBatch& batch, const KvCache& cache,
                                std::span<const SamplingRow> rows,
@@ -128,6 +135,10 @@ class FakeModel final : public ForwardModel {
   bool device_sampling = false;  // offer forward_sampled to the engine
   std::optional<int32_t> broken_device_token;  // forward_sampled answers this id for every row
   bool non_finite_logits = false;  // every sampled row's logits hold a NaN and an inf
+  // Run the caller's overlapped work inside forward(), as a device model does (else the
+  // executor runs it before the call).
+  bool takes_overlapped_work = false;
+  std::function<void()> on_forward;  // called in each forward(), after the overlapped work
   int steps = 0;
   int sampled_steps = 0;  // steps that went through forward_sampled
   int64_t tokens_run = 0;  // tokens of every step's batch

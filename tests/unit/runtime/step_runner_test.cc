@@ -188,6 +188,28 @@ TEST_F(StepRunnerTest, DecodeStepsRunPaddedToTheirGraphBucket) {
   for (int64_t v = 0; v < kVocab; ++v) EXPECT_EQ(logits[2 * kVocab + v], 200 + v);
 }
 
+// The caller's overlapped work runs once per step, after the stages were queued (here: run) and
+// before the step returns, and is not run again by the next one.
+TEST_F(StepRunnerTest, OverlappedWorkRunsOnceWithTheStep) {
+  std::unique_ptr<StepRunner> runner = make(1, direct());
+  ASSERT_NE(runner, nullptr);
+  EXPECT_FALSE(runner->overlaps_host_work()) << "the CPU backend computes on the calling thread";
+  const StepBatch batch = batch_of(5, 1);
+  std::vector<float> logits(2 * kVocab);
+  size_t stages_seen = 0;
+  int ran = 0;
+  runner->overlap_next_step([&] {
+    stages_seen = seen_.size();
+    ++ran;
+  });
+  ASSERT_TRUE(runner->forward(batch, *cache_, logits).ok());
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(stages_seen, 1u) << "the stage was queued before the work ran";
+  EXPECT_FALSE(runner->take_overlapped_work()) << "taken by the step";
+  ASSERT_TRUE(runner->forward(batch, *cache_, logits).ok());
+  EXPECT_EQ(ran, 1);
+}
+
 // Sampling on the device hands back only tokens: the family's logits sampled greedily.
 TEST_F(StepRunnerTest, ForwardSampledReturnsTheTokens) {
   std::unique_ptr<StepRunner> runner = make(1, direct());

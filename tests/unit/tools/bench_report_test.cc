@@ -131,13 +131,15 @@ TEST(BenchReport, WorkloadAndTheServersCounters) {
   r.server->step_tokens = 1600;
   r.server->step_seconds = 2.0;
   r.server->launch_seconds = 0.5;
+  r.server->overlapped_seconds = 0.1;
   r.server->device_wait_seconds = 1.4;
   EXPECT_NE(render_report(setup, r).find("100 (8.0 seqs, 16.0 tokens, 20.00 ms each)"),
             std::string::npos);
-  EXPECT_NE(render_report(setup, r).find("launch 5.000, device wait 14.000"), std::string::npos);
+  EXPECT_NE(render_report(setup, r).find("launch 5.000, overlapped 1.000, device wait 14.000"), std::string::npos);
   const nlohmann::ordered_json s = report_json(setup, r)["server"];
   EXPECT_DOUBLE_EQ(s["step_ms"].get<double>(), 20.0);
   EXPECT_DOUBLE_EQ(s["device_wait_ms"].get<double>(), 14.0);
+  EXPECT_DOUBLE_EQ(s["overlapped_ms"].get<double>(), 1.0);
 
   // Nothing looked up: no rate rather than 0 / 0.
   r.server = ServerDelta{};

@@ -51,6 +51,7 @@ TEST(ServerMetrics, TheRunsStepProfileByPhase) {
       "tessera_step_num_tokens_sum 80\n"
       "tessera_step_phase_seconds_total{phase=\"schedule\"} 0.01\n"
       "tessera_step_phase_seconds_total{phase=\"launch\"} 0.1\n"
+      "tessera_step_phase_seconds_total{phase=\"overlapped\"} 0.02\n"
       "tessera_step_phase_seconds_total{phase=\"device_wait\"} 0.3\n"
       "tessera_step_phase_seconds_total{phase=\"update\"} 0.05\n");
   const auto after = parse_prometheus_text(
@@ -60,6 +61,7 @@ TEST(ServerMetrics, TheRunsStepProfileByPhase) {
       "tessera_step_num_tokens_sum 1680\n"
       "tessera_step_phase_seconds_total{phase=\"schedule\"} 0.06\n"
       "tessera_step_phase_seconds_total{phase=\"launch\"} 0.6\n"
+      "tessera_step_phase_seconds_total{phase=\"overlapped\"} 0.07\n"
       "tessera_step_phase_seconds_total{phase=\"device_wait\"} 1.7\n"
       "tessera_step_phase_seconds_total{phase=\"update\"} 0.15\n");
   const ServerDelta d = server_delta(before, after);
@@ -69,6 +71,7 @@ TEST(ServerMetrics, TheRunsStepProfileByPhase) {
   EXPECT_DOUBLE_EQ(d.step_seconds, 2.0);
   EXPECT_DOUBLE_EQ(d.schedule_seconds, 0.05);
   EXPECT_DOUBLE_EQ(d.launch_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(d.overlapped_seconds, 0.05);
   EXPECT_DOUBLE_EQ(d.device_wait_seconds, 1.4);
   EXPECT_DOUBLE_EQ(d.update_seconds, 0.1);
 }
