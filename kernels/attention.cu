@@ -77,8 +77,6 @@ __global__ void __launch_bounds__(kRopeThreads)
                           int32_t num_kv_heads, int32_t head_dim, bool interleaved,
                           int32_t passes_per_cta, QkvPrologueArgs<T> prologue,
                           KvWriteArgs<T> cache) {
-  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
-  let_next_kernel_start();
   __shared__ float warp_sums[kRopeThreads / kWarpSize];  // a pass's sums of squares, per warp
   const int64_t t = blockIdx.x;
   const int32_t half = head_dim / 2;
@@ -96,6 +94,10 @@ __global__ void __launch_bounds__(kRopeThreads)
   const int32_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
   float s = 0.0f, c = 1.0f;
   if (pair) sincosf(static_cast<float>(step.positions[t]) * inv_freq[i], &s, &c);
+  // The angles come from the step's metadata and the frequencies, which no kernel writes: computed
+  // while the previous kernel (which wrote qkv) ends (launch.h).
+  wait_for_prior_kernels();
+  let_next_kernel_start();
   const bool any_norm = prologue.q_norm != nullptr || prologue.k_norm != nullptr;
   const bool has_prologue = prologue.bias != nullptr || any_norm;
   // Every thread takes every pass of the CTA (the norm's reduction needs the whole block).

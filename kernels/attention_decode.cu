@@ -137,8 +137,6 @@ __global__ void __launch_bounds__(kMmaThreads)
                       SoftCapArgs cap, int32_t window, int32_t keys_per_split,
                       float* __restrict__ part_acc, float* __restrict__ part_ml,
                       T* __restrict__ out, Fp8Values fp8) {
-  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
-  let_next_kernel_start();
   constexpr bool kFp8 = kFp8Cache<C>;
   constexpr int kStages = kDecodeStages<D>;
   constexpr int kChunks = D * static_cast<int>(sizeof(C)) / 16;  // 16-byte chunks per key row
@@ -176,6 +174,10 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int k_end = min(n_keys, k_begin + keys_per_split);
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int64_t tok = step.query_start[seq];
+  // The step's metadata above is no kernel's output: read while the previous kernel (which wrote
+  // q and the step's keys) ends (launch.h).
+  wait_for_prior_kernels();
+  let_next_kernel_start();
 
   if (k_begin >= k_end) {  // a split past this sequence's keys: a partial the combine skips
     if (tid < group) {

@@ -136,7 +136,18 @@ __device__ __forceinline__ void write_fp8_row(const Fp8Rows& out, int64_t row, i
 template <typename T, bool kVectors, bool kFp8>
 __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hidden, float eps,
                                 float weight_offset, T* out, Fp8Rows fp8) {
-  wait_for_prior_kernels();  // launched overlapping the previous kernel (launch.h)
+  // The weights are constant: the thread's first kHeldWeights vectors of w are loaded while the
+  // previous kernel ends (launch.h), the rest (hidden > kThreads * kVec * kHeldWeights) later.
+  constexpr int kHeldWeights = 4;
+  [[maybe_unused]] uint4 held_w[kHeldWeights];
+  if constexpr (kVectors) {
+#pragma unroll
+    for (int j = 0; j < kHeldWeights; ++j) {
+      const int64_t v = threadIdx.x + static_cast<int64_t>(j) * kThreads;
+      held_w[j] = v < hidden / kVec ? reinterpret_cast<const uint4*>(w)[v] : make_uint4(0, 0, 0, 0);
+    }
+  }
+  wait_for_prior_kernels();
   let_next_kernel_start();
   __shared__ float shared[kThreads / kWarpSize + 1];
   __shared__ uint32_t shared_max[kFp8 ? kThreads / kWarpSize + 1 : 1];
@@ -165,9 +176,19 @@ __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, int64_t hid
       for (int i = 0; i < kVec; ++i) sum_sq += f[i] * f[i];
     }
     const float inv_rms = rsqrtf(block_sum(sum_sq, shared) / static_cast<float>(hidden) + eps);
+    // w's vector v, from held_w when this thread loaded it before the wait.
+    auto weight_vector = [&](int64_t v) {
+      const int64_t j = (v - threadIdx.x) / kThreads;
+      uint4 held = held_w[0];
+#pragma unroll
+      for (int i = 1; i < kHeldWeights; ++i) {
+        if (j == i) held = held_w[i];
+      }
+      return j < kHeldWeights ? held : reinterpret_cast<const uint4*>(w)[v];
+    };
     auto normalized = [&](int64_t v, float (&f)[kVec]) {
       const uint4 sv = reinterpret_cast<const uint4*>(src)[v];
-      const uint4 wv = reinterpret_cast<const uint4*>(w)[v];
+      const uint4 wv = weight_vector(v);
       for (int i = 0; i < kVec; ++i) f[i] = lane_of<T>(sv, i) * inv_rms * weight(lane_of<T>(wv, i));
     };
     if constexpr (kFp8) {

@@ -13,9 +13,10 @@
 //      wrote. Since the grid then cannot end before its predecessor has, and the predecessor
 //      waited for its own, the ordering is transitive: a kernel's wait covers every earlier kernel.
 //  (b) Before the wait it may read only what no kernel of the stream writes: weights (the small-M
-//      GEMMs prefetch their first ones into L2; stream_read, the benchmark's read-only
-//      reference, reads all its data), and the step's metadata, copied from the host before the
-//      step's first kernel (the paired prefill kernel reads its first block-table slots).
+//      GEMMs prefetch their first ones into L2, RMSNorm loads its weight vectors; stream_read,
+//      the benchmark's read-only reference, reads all its data), and the step's metadata, copied
+//      from the host before the step's first kernel (the paired prefill kernel reads its first
+//      block-table slots, decode attention its sequence's, RoPE computes its angles).
 // Kernels call let_next_kernel_start() once running, so that the next kernel's launch overlaps
 // their work. Kernels launched plainly (cuBLASLt, the unpaired prefill kernel, copies) keep full
 // serialization on both sides.
