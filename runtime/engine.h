@@ -7,10 +7,10 @@
 //   update    advance each sequence, register its newly computed full blocks in the prefix
 //             cache, and hand its token to output processing
 //             (runtime/output/output_processor.h), which decides whether it finishes.
-// A step's outputs that do not finish their request go to the streams while the next step runs
-// on the device (StepExecutor's while_device_runs), so that pushing them and waking their
-// readers is host work the device does not wait for; a request's final message is sent at once
-// (after any output of it still held).
+// A step's outputs that do not finish their request are held and go to the streams in the next
+// step's execute (StepExecutor's while_device_runs: during a decode graph step's device time,
+// so that pushing them and waking their readers is host work the device does not wait for); a
+// request's final message is sent at once (after any output of it still held).
 #pragma once
 
 #include <atomic>

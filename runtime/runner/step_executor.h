@@ -30,9 +30,10 @@ class StepExecutor {
   explicit StepExecutor(ForwardModel& model);
 
   // Runs `batch` and samples its logit rows, row r by rows[r]; `while_device_runs` (may be
-  // empty) runs once: during the step's device work where the model overlaps host work
-  // (ForwardModel::overlap_next_step), else before the step. The results are valid until the
-  // next call.
+  // empty) runs once: where the model overlaps host work (ForwardModel::overlap_next_step), when
+  // the model takes it (during the step's device work, or before queuing a slow-to-queue step)
+  // or, if it did not (an error first), after the call; else before the step. The results are
+  // valid until the next call.
   // A token is -1 where the logits were not finite.
   absl::StatusOr<std::span<const SampleResult>> run(const StepBatch& batch, const KvCache& cache,
                                                     std::span<const RowSampler> rows,

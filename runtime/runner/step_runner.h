@@ -112,7 +112,8 @@ class StepRunner final : public ForwardModel {
   int64_t graph_steps() const override { return graph_steps_; }
   int64_t micro_batched_steps() const override { return micro_batched_steps_; }
   double last_device_wait_seconds() const override { return device_wait_seconds_; }
-  // On device backends: the caller's work runs once a step is queued, while the devices compute.
+  // On device backends: the caller's work runs once a decode graph step is queued, while the
+  // devices compute it; before a step queued kernel by kernel (see run_step).
   bool overlaps_host_work() const override { return queues_device_work_; }
 
  private:

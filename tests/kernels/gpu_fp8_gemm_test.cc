@@ -182,7 +182,8 @@ TEST_F(GpuFp8GemmTest, UntunedDecodeShapesPickTheirKernelByWaves) {
 #endif
   EXPECT_EQ(untuned(17, one_wave_rows, true), "Default");
   EXPECT_EQ(untuned(1, one_wave_rows, false), "Default");
-  EXPECT_EQ(gemm_->untuned_solution(gpu::GemmShape{1, 4096, 4096, GemmDType::kBF16, GemmDType::kBF16}),
+  EXPECT_EQ(gemm_->untuned_solution(
+                gpu::GemmShape{1, 4096, 4096, GemmDType::kBF16, GemmDType::kBF16}),
             "Default");
 }
 

@@ -115,7 +115,8 @@ TEST(TesseraMetricsTest, EngineEventsAndScrapeTimeStats) {
   EXPECT_EQ(sample(s, "tessera_step_duration_seconds_count"), 2);
   EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"schedule\"}").value_or(0), 0.002);
   EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"launch\"}").value_or(0), 0.003);
-  EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"overlapped\"}").value_or(0), 0.0005);
+  EXPECT_DOUBLE_EQ(
+      sample(s, "tessera_step_phase_seconds_total{phase=\"overlapped\"}").value_or(0), 0.0005);
   EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"device_wait\"}").value_or(0), 0.02);
   EXPECT_DOUBLE_EQ(sample(s, "tessera_step_phase_seconds_total{phase=\"update\"}").value_or(0), 0.001);
 

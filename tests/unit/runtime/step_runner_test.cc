@@ -188,26 +188,34 @@ TEST_F(StepRunnerTest, DecodeStepsRunPaddedToTheirGraphBucket) {
   for (int64_t v = 0; v < kVocab; ++v) EXPECT_EQ(logits[2 * kVocab + v], 200 + v);
 }
 
-// The caller's overlapped work runs once per step, after the stages were queued (here: run) and
-// before the step returns, and is not run again by the next one.
+// The caller's overlapped work runs once per step and is not run again by the next one: before
+// the stages of a step queued kernel by kernel (a prefill here), after those of a decode graph
+// step (whose queuing is quick; on the CPU the recorded ops run directly).
 TEST_F(StepRunnerTest, OverlappedWorkRunsOnceWithTheStep) {
-  std::unique_ptr<StepRunner> runner = make(1, direct());
+  ExecutionOptions e;
+  e.decode_graphs = DecodeGraphs::kAlways;
+  std::unique_ptr<StepRunner> runner = make(1, e);
   ASSERT_NE(runner, nullptr);
   EXPECT_FALSE(runner->overlaps_host_work()) << "the CPU backend computes on the calling thread";
-  const StepBatch batch = batch_of(5, 1);
-  std::vector<float> logits(2 * kVocab);
-  size_t stages_seen = 0;
-  int ran = 0;
-  runner->overlap_next_step([&] {
-    stages_seen = seen_.size();
-    ++ran;
-  });
-  ASSERT_TRUE(runner->forward(batch, *cache_, logits).ok());
-  EXPECT_EQ(ran, 1);
-  EXPECT_EQ(stages_seen, 1u) << "the stage was queued before the work ran";
-  EXPECT_FALSE(runner->take_overlapped_work()) << "taken by the step";
-  ASSERT_TRUE(runner->forward(batch, *cache_, logits).ok());
-  EXPECT_EQ(ran, 1);
+  for (const bool decode : {false, true}) {
+    SCOPED_TRACE(decode ? "decode graph step" : "prefill step");
+    seen_.clear();
+    const StepBatch batch = decode ? batch_of(0, 3) : batch_of(5, 1);
+    std::vector<float> logits(batch.logits_rows.size() * kVocab);
+    size_t stages_seen = 99;
+    int ran = 0;
+    runner->overlap_next_step([&] {
+      stages_seen = seen_.size();
+      ++ran;
+    });
+    ASSERT_TRUE(runner->forward(batch, *cache_, logits).ok());
+    EXPECT_EQ(ran, 1);
+    EXPECT_EQ(stages_seen, decode ? 1u : 0u);
+    EXPECT_FALSE(runner->take_overlapped_work()) << "taken by the step";
+    ASSERT_TRUE(runner->forward(batch, *cache_, logits).ok());
+    EXPECT_EQ(ran, 1);
+  }
+  EXPECT_EQ(runner->graph_steps(), 2);
 }
 
 // Sampling on the device hands back only tokens: the family's logits sampled greedily.

@@ -135,7 +135,8 @@ TEST(BenchReport, WorkloadAndTheServersCounters) {
   r.server->device_wait_seconds = 1.4;
   EXPECT_NE(render_report(setup, r).find("100 (8.0 seqs, 16.0 tokens, 20.00 ms each)"),
             std::string::npos);
-  EXPECT_NE(render_report(setup, r).find("launch 5.000, overlapped 1.000, device wait 14.000"), std::string::npos);
+  EXPECT_NE(render_report(setup, r).find("launch 5.000, overlapped 1.000, device wait 14.000"),
+            std::string::npos);
   const nlohmann::ordered_json s = report_json(setup, r)["server"];
   EXPECT_DOUBLE_EQ(s["step_ms"].get<double>(), 20.0);
   EXPECT_DOUBLE_EQ(s["device_wait_ms"].get<double>(), 14.0);
