@@ -195,13 +195,6 @@ void Engine::take_new_requests() {
 }
 
 void Engine::finish(Sequence* seq, FinishReason reason, absl::Status status, RequestOutput out) {
-  // Its held output first (a sequence finished outside update(), cancelled say, may have one).
-  if (auto held = std::find_if(held_outputs_.begin(), held_outputs_.end(),
-                               [seq](const auto& h) { return h.first == seq; });
-      held != held_outputs_.end()) {
-    output_.emit(seq->output, std::move(held->second));
-    held_outputs_.erase(held);
-  }
   output_.finish(seq->output, seq->generated(), reason, std::move(status), std::move(out),
                  Clock::now());
   seq->blocks.release(cache_.allocator());
@@ -216,8 +209,7 @@ void Engine::finish(Sequence* seq, FinishReason reason, absl::Status status, Req
 }
 
 void Engine::send_held_outputs() {
-  for (auto& [seq, out] : held_outputs_) output_.emit(seq->output, std::move(out));
-  held_outputs_.clear();
+  for (const std::unique_ptr<Sequence>& seq : sequences_) output_.send_held(seq->output);
 }
 
 void Engine::reap_cancelled() {
@@ -347,7 +339,7 @@ void Engine::update(const std::vector<ScheduledChunk>& chunks,
     if (reason != FinishReason::kNone) {
       finish(seq, reason, absl::OkStatus(), std::move(out));
     } else {
-      held_outputs_.emplace_back(seq, std::move(out));
+      output_.hold(seq->output, std::move(out));
     }
   }
   ++stats_.steps_total;

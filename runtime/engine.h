@@ -133,7 +133,7 @@ class Engine {
   void reap_cancelled();
   // Sends the request its last message (after its held output, if any) and frees the sequence.
   void finish(Sequence* seq, FinishReason reason, absl::Status status, RequestOutput out = {});
-  // Sends every held output to its stream.
+  // Sends every sequence's held output (SequenceOutput::held) to its stream.
   void send_held_outputs();
   void fail_all(const absl::Status& status);
   // A sampled token outside the vocabulary: the model fault (see fault()). The first one sets it;
@@ -174,8 +174,6 @@ class Engine {
   std::vector<Sequence*> running_;
   StepBatch batch_;
   std::vector<RowSampler> row_samplers_;  // [logit rows] who samples each row of the step
-  // The last step's outputs of requests that go on, held for the next step's device time.
-  std::vector<std::pair<Sequence*, RequestOutput>> held_outputs_;
   bool faulted_ = false;                  // fault_ is set; stop_after_fault has not run yet
   std::string fault_reason_;              // what the fault was, once there is one
   bool fault_handled_ = false;            // stop_after_fault ran

@@ -51,12 +51,20 @@ FinishReason OutputProcessor::accept(SequenceOutput& output, int32_t generated,
   return FinishReason::kNone;
 }
 
-void OutputProcessor::emit(SequenceOutput& output, RequestOutput out) {
-  output.stream->push(std::move(out));
+void OutputProcessor::hold(SequenceOutput& output, RequestOutput out) {
+  send_held(output);
+  output.held = std::move(out);
+}
+
+void OutputProcessor::send_held(SequenceOutput& output) {
+  if (!output.held) return;
+  output.stream->push(*std::move(output.held));
+  output.held.reset();
 }
 
 void OutputProcessor::finish(SequenceOutput& output, int32_t generated, FinishReason reason,
                              absl::Status status, RequestOutput out, Clock::time_point now) {
+  send_held(output);
   if (status.ok()) out.text += output.stop_strings.flush();
   out.finished = true;
   out.finish_reason = reason;

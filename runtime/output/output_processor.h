@@ -27,10 +27,14 @@ class OutputProcessor {
   // to see to `out`, and answers why the sequence finishes (kNone while it goes on).
   FinishReason accept(SequenceOutput& output, int32_t generated, const SampleResult& sample,
                       Clock::time_point now, RequestOutput& out);
-  // Sends `out` as a message that does not end the request.
-  void emit(SequenceOutput& output, RequestOutput out);
-  // Sends the request's last message: `out` plus the text still held back (when `status` is OK),
-  // the outcome, token counts and latencies, all reported to the observer.
+  // Keeps `out`, a message that does not end the request, to send with send_held() (an output
+  // still held is sent first).
+  void hold(SequenceOutput& output, RequestOutput out);
+  // Sends the held output, if there is one.
+  void send_held(SequenceOutput& output);
+  // Sends the request's last message, after its held output if any: `out` plus the text still
+  // held back (when `status` is OK), the outcome, token counts and latencies, all reported to
+  // the observer.
   void finish(SequenceOutput& output, int32_t generated, FinishReason reason, absl::Status status,
               RequestOutput out, Clock::time_point now);
 

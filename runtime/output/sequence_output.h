@@ -26,6 +26,9 @@ struct SequenceOutput {
   std::optional<Clock::time_point> first_scheduled;  // when a step first ran it
   std::optional<Clock::time_point> first_token;      // when its first token was sampled
   Clock::time_point last_token;                      // when its latest token was sampled
+  // A step's output not yet on the stream (OutputProcessor::hold): the engine sends it during
+  // the next step (send_held), or before the request's last message.
+  std::optional<RequestOutput> held;
 };
 
 }  // namespace tessera
