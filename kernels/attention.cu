@@ -311,6 +311,7 @@ gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
                           const KvCacheWrite<T>& cache, gpuStream_t stream) {
   if (step.num_tokens <= 0) return gpuSuccess;
   if (head_dim / 2 > kRopeThreads) return gpuErrorInvalidValue;  // a thread per pair of a head
+  if (head_dim < 2 || num_heads <= 0 || num_kv_heads < 0) return gpuErrorInvalidValue;
   KvWriteArgs<T> args;
   args.amax = cache.amax;
   if (cache.codes != nullptr) {
