@@ -27,14 +27,16 @@ constexpr int kRopeThreads = 256;
 // one CTA on an H200).
 constexpr int64_t kRopeTargetCtas = 256;
 
-// grid (n_tokens, pass groups), block kRopeThreads: a token's heads in passes of kRopeThreads / hw
-// heads, hw = head_dim / 2 rounded up to whole warps, each thread on one dimension pair of one
-// head (pair i = thread % hw, when i < head_dim / 2); CTA (t, y) takes token t's passes
-// y * passes_per_cta onwards. The pair's angle is computed once per thread and serves every head
-// it visits (sincosf once per pair and pass slot, not per head). Applies the prologue (bias, q/k
-// head norm: the head's sum of squares over its warps), rotates q and k heads in place, then
-// writes k and v heads to the cache slot of the token (slots < 0 are padding: skipped).
-// Dimension pair i of a head is (i, i + half), or (2i, 2i + 1) when `interleaved`.
+// The lanes one head of rope_and_cache_kernel takes (head_dim / 2 dimension pairs, rounded up to
+// whole warps), and the heads one pass of its block covers: the kernel's layout and the
+// launcher's grid both follow from these.
+__host__ __device__ constexpr int32_t rope_head_lanes(int32_t head_dim) {
+  return (head_dim / 2 + kWarpSize - 1) / kWarpSize * kWarpSize;
+}
+__host__ __device__ constexpr int32_t rope_heads_per_pass(int32_t head_dim) {
+  return kRopeThreads / rope_head_lanes(head_dim);
+}
+
 // Where rope_and_cache_kernel writes k and v: T pools, or FP8 codes of x / scale (`codes` set).
 template <typename T>
 struct KvWriteArgs {
@@ -71,6 +73,14 @@ __device__ __forceinline__ void write_kv_pair(const KvWriteArgs<T>& cache, bool 
   }
 }
 
+// grid (n_tokens, pass groups), block kRopeThreads: a token's heads in passes of
+// rope_heads_per_pass heads, hw = rope_head_lanes(head_dim) lanes a head, each thread on one
+// dimension pair of one head (pair i = thread % hw, when i < head_dim / 2); CTA (t, y) takes token t's passes
+// y * passes_per_cta onwards. The pair's angle is computed once per thread and serves every head
+// it visits (sincosf once per pair and pass slot, not per head). Applies the prologue (bias, q/k
+// head norm: the head's sum of squares over its warps), rotates q and k heads in place, then
+// writes k and v heads to the cache slot of the token (slots < 0 are padding: skipped).
+// Dimension pair i of a head is (i, i + half), or (2i, 2i + 1) when `interleaved`.
 template <typename T>
 __global__ void __launch_bounds__(kRopeThreads)
     rope_and_cache_kernel(T* qkv, const float* inv_freq, DeviceStep step, int32_t num_heads,
@@ -80,8 +90,8 @@ __global__ void __launch_bounds__(kRopeThreads)
   __shared__ float warp_sums[kRopeThreads / kWarpSize];  // a pass's sums of squares, per warp
   const int64_t t = blockIdx.x;
   const int32_t half = head_dim / 2;
-  const int32_t hw = (half + kWarpSize - 1) / kWarpSize * kWarpSize;
-  const int32_t per_pass = kRopeThreads / hw;
+  const int32_t hw = rope_head_lanes(head_dim);
+  const int32_t per_pass = rope_heads_per_pass(head_dim);
   const int32_t sub = threadIdx.x / hw, i = threadIdx.x % hw;
   // Where hw does not divide the block (hw = 96: head_dim 130..192), the last threads have no
   // head: they only take part in the passes' barriers.
@@ -326,8 +336,7 @@ gpuError_t rope_and_cache(T* qkv, const float* inv_freq, const DeviceStep& step,
     args.v = cache.v;
   }
   // The kernel's passes (see there), grouped so that the grid has about kRopeTargetCtas CTAs.
-  const int32_t hw = (head_dim / 2 + kWarpSize - 1) / kWarpSize * kWarpSize;
-  const int32_t per_pass = kRopeThreads / hw;
+  const int32_t per_pass = rope_heads_per_pass(head_dim);
   const int64_t passes = (num_heads + 2 * num_kv_heads + per_pass - 1) / per_pass;
   const int64_t groups_wanted = (kRopeTargetCtas + step.num_tokens - 1) / step.num_tokens;
   const int64_t passes_per_cta = (passes + groups_wanted - 1) / groups_wanted;
