@@ -43,6 +43,9 @@ inline constexpr gpuError_t gpuErrorPeerAccessAlreadyEnabled = hipErrorPeerAcces
 #define gpuGetDeviceCount hipGetDeviceCount
 #define gpuSetDevice hipSetDevice
 #define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuDeviceGetAttribute hipDeviceGetAttribute
+inline constexpr hipDeviceAttribute_t gpuDevAttrMultiProcessorCount =
+    hipDeviceAttributeMultiprocessorCount;
 using gpuDeviceProp = hipDeviceProp_t;
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
@@ -104,6 +107,8 @@ inline constexpr gpuError_t gpuErrorPeerAccessAlreadyEnabled = cudaErrorPeerAcce
 #define gpuGetDeviceCount cudaGetDeviceCount
 #define gpuSetDevice cudaSetDevice
 #define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuDeviceGetAttribute cudaDeviceGetAttribute
+inline constexpr cudaDeviceAttr gpuDevAttrMultiProcessorCount = cudaDevAttrMultiProcessorCount;
 using gpuDeviceProp = cudaDeviceProp;
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree

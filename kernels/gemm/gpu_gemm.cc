@@ -73,11 +73,11 @@ absl::Status Gemm::create(std::unique_ptr<Gemm>* out) {
   g->handle_ = handle;
   GPU_CHECK(gpuMalloc(&g->workspace_, kWorkspaceBytes));
   g->workspace_bytes_ = kWorkspaceBytes;
-  int device = 0;
+  // One attribute, not the whole property record (the backend and the tuner read that already).
+  int device = 0, multiprocessors = 0;
   GPU_CHECK(gpuGetDevice(&device));
-  gpuDeviceProp prop{};
-  GPU_CHECK(gpuGetDeviceProperties(&prop, device));
-  g->multiprocessors_ = prop.multiProcessorCount;
+  GPU_CHECK(gpuDeviceGetAttribute(&multiprocessors, gpuDevAttrMultiProcessorCount, device));
+  g->multiprocessors_ = multiprocessors;
   *out = std::move(g);
   return absl::OkStatus();
 }
