@@ -11,60 +11,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/gpu_backend.h"
-#include "tests/kernels/suite_gpu_backend.h"
+#include "tests/kernels/gpu_fp8_fixture.h"
 
 namespace tessera {
 namespace {
 
-class GpuFp8ActivationTest : public ::testing::Test {
+class GpuFp8ActivationTest : public GpuFp8Fixture<GpuFp8ActivationTest> {
  protected:
-  void SetUp() override {
-    if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
-    backend_ = suite_gpu_backend<GpuFp8ActivationTest>();
-    ASSERT_NE(backend_, nullptr);
-    if (absl::Status s = backend_->supports(Quantization::kFp8); !s.ok()) GTEST_SKIP() << s;
-  }
+  GpuFp8ActivationTest() : GpuFp8Fixture(18) {}
 
-  // A bf16 tensor of values uniform in +-max, on the device.
-  Tensor random(std::initializer_list<int64_t> dims, float max) {
-    Tensor t = empty(DType::kBF16, dims);
-    std::uniform_real_distribution<float> u(-max, max);
-    std::vector<float> values(static_cast<size_t>(t.numel()));
-    for (float& v : values) v = u(rng_);
-    backend_->upload_f32(values, t);
-    return t;
-  }
-  Tensor empty(DType dtype, std::initializer_list<int64_t> dims) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    keep_.push_back(*backend_->allocate(static_cast<size_t>(n) * element_size(dtype) + 16));
-    return Tensor(keep_.back().data(), dtype, dims);
-  }
-  // FP8 codes of rows x width with a scale per row, both poisoned (0x7f codes are NaN; so are the
-  // scales' 0xff bytes): anything left unwritten shows.
-  Tensor fp8_rows(int64_t rows, int64_t width) {
-    Tensor t = empty(DType::kF8_E4M3, {rows, width});
-    t.scale = empty(DType::kF32, {rows}).as<float>();
-    poison(t.data, t.nbytes(), 0x7f);
-    poison(t.scale, static_cast<size_t>(rows) * sizeof(float), 0xff);
-    return t;
-  }
-  void poison(void* p, size_t bytes, uint8_t value) {
-    const std::vector<uint8_t> fill(bytes, value);
-    backend_->upload_bytes(fill, Tensor(p, DType::kF8_E4M3, {static_cast<int64_t>(bytes)}));
-  }
-  // A 16-bit tensor quantized per row as the linear quantizes its x.
-  Tensor quantized(const Tensor& x) {
-    Tensor codes = fp8_rows(x.dim(0), x.dim(1));
-    const Tensor scales(codes.scale, DType::kF32, {x.dim(0)});
-    backend_->quantize_fp8(x, codes, scales);
-    return codes;
-  }
   std::vector<uint8_t> bytes(const void* p, size_t n) {
     std::vector<uint8_t> out(n);
     backend_->copy_to_host(out.data(), p, n);
@@ -96,12 +55,6 @@ class GpuFp8ActivationTest : public ::testing::Test {
     EXPECT_EQ(scales, scales_of(want)) << what << ": row scales";
     EXPECT_EQ(codes, codes_of(want)) << what << ": codes";
   }
-  // A bf16 output poisoned with NaN (0xffff), so that an output nobody wrote cannot pass.
-  Tensor poisoned_bf16(std::initializer_list<int64_t> dims) {
-    Tensor t = empty(DType::kBF16, dims);
-    poison(t.data, t.nbytes(), 0xff);
-    return t;
-  }
   // Bytes of a bf16 tensor that hold no NaN (every element written from finite inputs).
   std::vector<uint8_t> written_bf16(const Tensor& t) {
     std::vector<uint8_t> b = contents(t);
@@ -113,10 +66,6 @@ class GpuFp8ActivationTest : public ::testing::Test {
     EXPECT_EQ(nan, 0u) << "elements left unwritten (NaN)";
     return b;
   }
-
-  GpuBackend* backend_ = nullptr;
-  std::vector<DeviceBuffer> keep_;
-  std::mt19937 rng_{18};
 };
 
 TEST_F(GpuFp8ActivationTest, NormsWriteTheCodesOfTheirOutputQuantizedPerRow) {
@@ -128,7 +77,7 @@ TEST_F(GpuFp8ActivationTest, NormsWriteTheCodesOfTheirOutputQuantizedPerRow) {
                                  std::to_string(rows) + " rows, weight offset " +
                                  std::to_string(offset);
         const NormSpec norm{1e-5f, offset};
-        const Tensor x = random({rows, hidden}, 3.0f), w = random({1, hidden}, 1.0f);
+        const Tensor x = random_bf16({rows, hidden}, 3.0f), w = random_bf16({1, hidden}, 1.0f);
         const Tensor weight(w.data, DType::kBF16, {hidden});
         // rms_norm
         const Tensor normed = empty(DType::kBF16, {rows, hidden});
@@ -138,7 +87,7 @@ TEST_F(GpuFp8ActivationTest, NormsWriteTheCodesOfTheirOutputQuantizedPerRow) {
         ASSERT_TRUE(backend_->synchronize().ok()) << what;
         expect_same_fp8(got, want, "rms_norm, " + what);
         // add_rms_norm: the residual sums as before, and the norm of it is quantized.
-        const Tensor residual = random({rows, hidden}, 3.0f);
+        const Tensor residual = random_bf16({rows, hidden}, 3.0f);
         const Tensor r16 = copy(residual), r8 = copy(residual);
         backend_->add_rms_norm(r16, x, weight, norm, normed);
         const Tensor want_sum = quantized(normed), got_sum = fp8_rows(rows, hidden);
@@ -159,7 +108,7 @@ TEST_F(GpuFp8ActivationTest, GatedActivationsWriteTheCodesOfTheirOutputQuantized
         const std::string what = "intermediate " + std::to_string(inter) + ", " +
                                  std::to_string(rows) + " rows, " +
                                  (act == Activation::kSilu ? "SiLU" : "GELU");
-        const Tensor gate_up = random({rows, 2 * inter}, 4.0f);
+        const Tensor gate_up = random_bf16({rows, 2 * inter}, 4.0f);
         const Tensor out = empty(DType::kBF16, {rows, inter});
         backend_->gated_activation(gate_up, act, out);
         const Tensor want = quantized(out), got = fp8_rows(rows, inter);
@@ -173,13 +122,13 @@ TEST_F(GpuFp8ActivationTest, GatedActivationsWriteTheCodesOfTheirOutputQuantized
 
 TEST_F(GpuFp8ActivationTest, LinearReadsTheCodesItsProducerWrote) {
   const int64_t n = 1024, k = 4096, m = 300;
-  const Tensor w16 = random({n, k}, 0.03f);
+  const Tensor w16 = random_bf16({n, k}, 0.03f);
   Tensor w = fp8_rows(n, k);
   backend_->quantize_fp8(w16, w, Tensor(w.scale, DType::kF32, {n}));
   // cuBLASLt's row-wise scaled GEMM at 300 rows reads FP8 x; nothing does for a 16-bit weight.
   ASSERT_TRUE(backend_->fp8_activations(w, m));
   EXPECT_FALSE(backend_->fp8_activations(w16, m));
-  const Tensor x = random({m, k}, 2.0f), x8 = quantized(x);
+  const Tensor x = random_bf16({m, k}, 2.0f), x8 = quantized(x);
   const Tensor want = poisoned_bf16({m, n}), got = poisoned_bf16({m, n});
   backend_->linear(x, w, want);
   backend_->linear(x8, w, got);
@@ -194,7 +143,7 @@ TEST_F(GpuFp8ActivationTest, LinearReadsTheCodesItsProducerWrote) {
 }
 
 TEST_F(GpuFp8ActivationTest, MisshapenFp8OutputsAreErrorsNamingTheOp) {
-  const Tensor x = random({4, 256}, 1.0f), w = random({1, 256}, 1.0f);
+  const Tensor x = random_bf16({4, 256}, 1.0f), w = random_bf16({1, 256}, 1.0f);
   const Tensor weight(w.data, DType::kBF16, {256});
   Tensor no_scales = fp8_rows(4, 256);
   no_scales.scale = nullptr;

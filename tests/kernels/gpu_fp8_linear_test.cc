@@ -9,66 +9,22 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "base/half.h"
 #include "kernels/gpu_backend.h"
-#include "tests/kernels/suite_gpu_backend.h"
+#include "tests/kernels/gpu_fp8_fixture.h"
 
 namespace tessera {
 namespace {
 
-class GpuFp8LinearTest : public ::testing::Test {
+class GpuFp8LinearTest : public GpuFp8Fixture<GpuFp8LinearTest> {
  protected:
-  void SetUp() override {
-    if (GpuBackend::device_count() == 0) GTEST_SKIP() << "no GPU visible";
-    backend_ = suite_gpu_backend<GpuFp8LinearTest>();
-    ASSERT_NE(backend_, nullptr);
-    if (absl::Status s = backend_->supports(Quantization::kFp8); !s.ok()) GTEST_SKIP() << s;
-  }
+  GpuFp8LinearTest() : GpuFp8Fixture(8) {}
 
-  // A bf16 tensor of `n` values uniform in +-max, on the device.
-  Tensor random_bf16(std::vector<DeviceBuffer>& keep, std::initializer_list<int64_t> dims,
-                     float max) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    std::uniform_real_distribution<float> u(-max, max);
-    std::vector<float> values(static_cast<size_t>(n));
-    for (float& v : values) v = u(rng_);
-    keep.push_back(*backend_->allocate(static_cast<size_t>(n) * 2));
-    Tensor t(keep.back().data(), DType::kBF16, dims);
-    backend_->upload_f32(values, t);
-    return t;
-  }
-  Tensor empty(std::vector<DeviceBuffer>& keep, DType dtype, std::initializer_list<int64_t> dims) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    keep.push_back(*backend_->allocate(static_cast<size_t>(n) * element_size(dtype)));
-    return Tensor(keep.back().data(), dtype, dims);
-  }
-  std::vector<float> download(const Tensor& t) {
-    std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
-    backend_->copy_to_host(bits.data(), t.data, t.nbytes());
-    EXPECT_TRUE(backend_->synchronize().ok());
-    std::vector<float> out;
-    for (uint16_t b : bits) out.push_back(bf16_to_float(b));
-    return out;
-  }
-
-  // codes and row scales of w, quantized by the backend.
-  Tensor quantized(std::vector<DeviceBuffer>& keep, const Tensor& w) {
-    Tensor codes = empty(keep, DType::kF8_E4M3, {w.dim(0), w.dim(1)});
-    const Tensor scale = empty(keep, DType::kF32, {w.dim(0)});
-    backend_->quantize_fp8(w, codes, scale);
-    codes.scale = scale.as<float>();
-    EXPECT_TRUE(backend_->synchronize().ok());
-    return codes;
-  }
   // The relative norm error of b against a ([m, n] outputs), the largest over `groups` groups of
   // output features (feature f in group f % groups).
   static double relative_error(const std::vector<float>& a, const std::vector<float>& b, int64_t n,
@@ -88,31 +44,39 @@ class GpuFp8LinearTest : public ::testing::Test {
 
   // The backend's bf16 linear on w against its FP8 linear on `codes` (w quantized) for a random
   // x of m tokens: relative_error of the FP8 output, over `groups` groups of output features.
-  double fp8_error(std::vector<DeviceBuffer>& keep, const Tensor& w, const Tensor& codes,
-                   int64_t m, int64_t groups = 1) {
+  double fp8_error(const Tensor& w, const Tensor& codes, int64_t m, int64_t groups = 1) {
     const int64_t n = w.dim(0), k = w.dim(1);
-    const Tensor x = random_bf16(keep, {m, k}, 1.0f);
-    const Tensor ref = empty(keep, DType::kBF16, {m, n}), got = empty(keep, DType::kBF16, {m, n});
+    const Tensor x = random_bf16({m, k}, 1.0f);
+    const Tensor ref = poisoned_bf16({m, n}), got = poisoned_bf16({m, n});
     backend_->linear(x, w, ref);
     backend_->linear(x, codes, got);
     const absl::Status s = backend_->synchronize();
     EXPECT_TRUE(s.ok()) << s;
-    return s.ok() ? relative_error(download(ref), download(got), n, groups) : 1.0;
+    // An output left unwritten holds NaN, and so does its error: no bound is met.
+    return s.ok() ? relative_error(download_bf16(ref), download_bf16(got), n, groups) : 1.0;
   }
 
-  GpuBackend* backend_ = nullptr;
-  std::mt19937 rng_{8};
+  // A decode-sized case: w [n, k] of values in +-w_max, its codes, and x [m, k] in +-1.
+  struct DecodeCase {
+    Tensor w, codes, x;
+  };
+  DecodeCase decode_case(int64_t n, int64_t k, int64_t m, float w_max) {
+    DecodeCase c;
+    c.w = random_bf16({n, k}, w_max);
+    c.codes = quantized(c.w);
+    c.x = random_bf16({m, k}, 1.0f);
+    return c;
+  }
 };
 
 TEST_F(GpuFp8LinearTest, MatchesTheBf16LinearWithinFp8Rounding) {
   const int64_t n = 1024, k = 4096;
-  std::vector<DeviceBuffer> keep;
-  const Tensor w = random_bf16(keep, {n, k}, std::sqrt(3.0f / k));
-  const Tensor codes = quantized(keep, w);
+  const Tensor w = random_bf16({n, k}, std::sqrt(3.0f / k));
+  const Tensor codes = quantized(w);
   for (int64_t m : {1, 3, 16, 17, 300}) {
     // e4m3 keeps 3 mantissa bits (relative rounding up to 1/16 per element, both operands):
     // over k = 4096 products the error averages to a few percent of the output's norm.
-    EXPECT_LT(fp8_error(keep, w, codes, m), 0.06) << "m=" << m;
+    EXPECT_LT(fp8_error(w, codes, m), 0.06) << "m=" << m;
   }
 }
 
@@ -121,40 +85,32 @@ TEST_F(GpuFp8LinearTest, MatchesTheBf16LinearWithinFp8Rounding) {
 // (n a multiple of 16: cuBLASLt's FP8 GEMMs want 16-byte aligned rows of the output.)
 TEST_F(GpuFp8LinearTest, EveryRowKeepsItsPrecisionWhateverItsMagnitude) {
   const int64_t n = 256, k = 1024, kMagnitudes = 16;
-  std::vector<DeviceBuffer> keep;
   std::vector<float> values(static_cast<size_t>(n * k));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (int64_t r = 0; r < n; ++r) {
     const float row_scale = std::ldexp(1.0f, static_cast<int>(r % kMagnitudes) - 8);
     for (int64_t c = 0; c < k; ++c) values[static_cast<size_t>(r * k + c)] = u(rng_) * row_scale;
   }
-  keep.push_back(*backend_->allocate(values.size() * 2));
-  const Tensor w(keep.back().data(), DType::kBF16, {n, k});
+  const Tensor w = empty(DType::kBF16, {n, k});
   backend_->upload_f32(values, w);
-  const Tensor codes = quantized(keep, w);
+  const Tensor codes = quantized(w);
   for (int64_t m : {1, 16, 64}) {
     // Per magnitude class (16 features each).
-    EXPECT_LT(fp8_error(keep, w, codes, m, kMagnitudes), 0.08) << "m=" << m;
+    EXPECT_LT(fp8_error(w, codes, m, kMagnitudes), 0.08) << "m=" << m;
   }
 }
 
 TEST_F(GpuFp8LinearTest, RecordedAndReplayedLikeAnyDecodeOp) {
   const int64_t n = 512, k = 1024, m = 4;
-  std::vector<DeviceBuffer> keep;
-  const Tensor w = random_bf16(keep, {n, k}, 0.05f);
-  const Tensor codes = quantized(keep, w);
-  const Tensor x = random_bf16(keep, {m, k}, 1.0f);
-  const Tensor direct = empty(keep, DType::kBF16, {m, n}), out = empty(keep, DType::kBF16, {m, n});
-  backend_->linear(x, codes, direct);
-  ASSERT_TRUE(backend_->synchronize().ok());
-  const std::vector<float> want = download(direct);
+  const DecodeCase c = decode_case(n, k, m, 0.05f);
+  const Tensor direct = poisoned_bf16({m, n}), out = poisoned_bf16({m, n});
+  backend_->linear(c.x, c.codes, direct);
+  const std::vector<float> want = download_bf16(direct);
   const uint64_t recorded = backend_->graphs_recorded(), replays = backend_->graph_replays();
-  const std::vector<float> nan(static_cast<size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
   for (int step = 0; step < 4; ++step) {  // direct, recorded, replayed twice
-    backend_->upload_f32(nan, out);  // a step that writes nothing cannot pass
-    ASSERT_TRUE(backend_->run_graph(77, [&] { backend_->linear(x, codes, out); }).ok());
-    ASSERT_TRUE(backend_->synchronize().ok());
-    EXPECT_EQ(download(out), want) << "step " << step;
+    poison(out.data, out.nbytes(), 0xff);  // NaN: a step that writes nothing cannot pass
+    ASSERT_TRUE(backend_->run_graph(77, [&] { backend_->linear(c.x, c.codes, out); }).ok());
+    EXPECT_EQ(download_bf16(out), want) << "step " << step;
   }
   EXPECT_EQ(backend_->graphs_recorded() - recorded, 1u);
   EXPECT_EQ(backend_->graph_replays() - replays, 2u);
@@ -177,34 +133,26 @@ class NoAnswers final : public GemmSolutionSource {
 
 TEST_F(GpuFp8LinearTest, AShapeTheContextLacksRunsItsUntunedSolution) {
   const int64_t n = 1024, k = 4096, m = 4;
-  std::vector<DeviceBuffer> keep;
-  const Tensor w = random_bf16(keep, {n, k}, 0.03f);
-  const Tensor codes = quantized(keep, w);
-  const Tensor x = random_bf16(keep, {m, k}, 1.0f);
-  const Tensor untuned = empty(keep, DType::kBF16, {m, n}), got = empty(keep, DType::kBF16, {m, n});
+  const DecodeCase c = decode_case(n, k, m, 0.03f);
   // NaN where nothing is written: vectors holding one never compare equal.
-  const std::vector<float> nan(static_cast<size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
-  backend_->upload_f32(nan, untuned);
-  backend_->upload_f32(nan, got);
-  ASSERT_FALSE(backend_->fp8_activations(codes, m)) << "untuned decode sizes read 16-bit x";
-  backend_->linear(x, codes, untuned);
+  const Tensor untuned = poisoned_bf16({m, n}), got = poisoned_bf16({m, n});
+  ASSERT_FALSE(backend_->fp8_activations(c.codes, m)) << "untuned decode sizes read 16-bit x";
+  backend_->linear(c.x, c.codes, untuned);
   NoAnswers source;
   backend_->set_gemm_solutions(&source);
-  EXPECT_FALSE(backend_->fp8_activations(codes, m));
-  backend_->linear(x, codes, got);
-  ASSERT_TRUE(backend_->synchronize().ok());
-  EXPECT_EQ(download(got), download(untuned));
+  EXPECT_FALSE(backend_->fp8_activations(c.codes, m));
+  backend_->linear(c.x, c.codes, got);
+  EXPECT_EQ(download_bf16(got), download_bf16(untuned));
   source.answers[gpu::signature_of(gpu::GemmShape{m, n, k, gpu::fp8_gemm_dtype(), GemmDType::kBF16,
                                                   /*rowwise=*/true})] = "Default";
   ++source.version_number;
-  EXPECT_TRUE(backend_->fp8_activations(codes, m)) << "Default reads FP8 x";
+  EXPECT_TRUE(backend_->fp8_activations(c.codes, m)) << "Default reads FP8 x";
   backend_->set_gemm_solutions(nullptr);
 }
 
 TEST_F(GpuFp8LinearTest, AnFp8WeightWithoutItsScaleIsAnError) {
-  std::vector<DeviceBuffer> keep;
-  const Tensor codes = empty(keep, DType::kF8_E4M3, {64, 64});
-  const Tensor x = random_bf16(keep, {1, 64}, 1.0f), out = empty(keep, DType::kBF16, {1, 64});
+  const Tensor codes = empty(DType::kF8_E4M3, {64, 64});
+  const Tensor x = random_bf16({1, 64}, 1.0f), out = empty(DType::kBF16, {1, 64});
   backend_->linear(x, codes, out);
   const absl::Status s = backend_->synchronize();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
